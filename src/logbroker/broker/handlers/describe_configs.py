@@ -1,0 +1,154 @@
+"""DescribeConfigs (32): topic configs (overrides and defaults) and the broker's own settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kafka.protocol.admin import DescribeConfigsResponse
+
+from logbroker.protocol.connection import Request
+from logbroker.storage.manager import PASSIVE_TOPIC_CONFIGS, TOPIC_CONFIG_KEYS
+
+from .common import code
+
+if TYPE_CHECKING:
+    from logbroker.broker.server import Broker
+
+R = DescribeConfigsResponse
+RR = R.DescribeConfigsResult
+CE = RR.DescribeConfigsResourceResult
+
+TOPIC, BROKER = 2, 4
+DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+T_BOOLEAN, T_STRING, T_INT, T_SHORT, T_LONG = 1, 2, 3, 4, 5
+
+_TYPES = {"segment.bytes": T_INT, "index.interval.bytes": T_INT, "max.message.bytes": T_INT}
+_DOCS = {
+    "segment.bytes": "Size at which a partition's active segment file is rolled.",
+    "segment.ms": "Age at which a partition's active segment is rolled even if not full.",
+    "retention.ms": "Whole segments whose newest record is older than this are deleted (-1: keep forever).",
+    "retention.bytes": "Oldest whole segments are deleted while a partition is larger than this (-1: no limit).",
+    "index.interval.bytes": "Bytes of log between two sparse offset-index entries.",
+    "max.message.bytes": "Largest record batch a produce may carry for this topic.",
+}
+
+
+@dataclass
+class Entry:
+    name: str
+    value: str | None
+    read_only: bool
+    config_source: int
+    config_type: int
+    documentation: str | None = None
+
+
+def topic_config_entries(broker: Broker, overrides: dict[str, str], keys: list[str] | None) -> list[Entry]:
+    defaults = broker.log_defaults
+    out = []
+    for name, field in TOPIC_CONFIG_KEYS.items():
+        if name in overrides:
+            out.append(
+                Entry(name, overrides[name], False, DYNAMIC_TOPIC_CONFIG, _TYPES.get(name, T_LONG), _DOCS.get(name))
+            )
+        else:
+            out.append(
+                Entry(
+                    name,
+                    str(getattr(defaults, field)),
+                    False,
+                    DEFAULT_CONFIG,
+                    _TYPES.get(name, T_LONG),
+                    _DOCS.get(name),
+                )
+            )
+    for name, default in PASSIVE_TOPIC_CONFIGS.items():
+        value = overrides.get(name, default)
+        out.append(
+            Entry(
+                name,
+                value,
+                False,
+                DYNAMIC_TOPIC_CONFIG if name in overrides else DEFAULT_CONFIG,
+                T_BOOLEAN if value in ("true", "false") else T_STRING,
+                "Accepted for compatibility; a single node has no effect to apply.",
+            )
+        )
+    if keys is not None:
+        out = [e for e in out if e.name in keys]
+    return out
+
+
+def broker_config_entries(broker: Broker, keys: list[str] | None) -> list[Entry]:
+    s = broker.settings
+    values = {
+        "broker.id": (str(s.node_id), T_INT),
+        "node.id": (str(s.node_id), T_INT),
+        "auto.create.topics.enable": (str(s.auto_create_topics).lower(), T_BOOLEAN),
+        "num.partitions": (str(s.num_partitions), T_INT),
+        "delete.topic.enable": (str(s.delete_topic_enable).lower(), T_BOOLEAN),
+        "message.max.bytes": (str(s.message_max_bytes), T_INT),
+        "socket.request.max.bytes": (str(s.socket_request_max_bytes), T_INT),
+        "log.segment.bytes": (str(s.segment_bytes), T_INT),
+        "log.roll.ms": (str(s.segment_ms), T_LONG),
+        "log.retention.ms": (str(s.retention_ms), T_LONG),
+        "log.retention.bytes": (str(s.retention_bytes), T_LONG),
+        "log.dirs": (str(s.data_dir), T_STRING),
+        "logbroker.fsync": (s.fsync.value, T_STRING),
+        "logbroker.fsync.interval.ms": (str(s.fsync_interval_ms), T_LONG),
+        "connections.max.idle.ms": (str(s.connections_max_idle_ms), T_LONG),
+        "default.replication.factor": ("1", T_INT),
+        "offsets.topic.replication.factor": ("1", T_SHORT),
+        "min.insync.replicas": ("1", T_INT),
+    }
+    out = [Entry(k, v, True, STATIC_BROKER_CONFIG, t) for k, (v, t) in values.items()]
+    if keys is not None:
+        out = [e for e in out if e.name in keys]
+    return out
+
+
+def handle(broker: Broker, req: Request) -> R:
+    assert broker.logs is not None
+    v = req.version
+    results = []
+    for res in req.body.resources:
+        keys = list(res.configuration_keys) if res.configuration_keys is not None else None
+        err, msg, entries = 0, None, []
+        if res.resource_type == TOPIC:
+            meta = broker.logs.topics.get(res.resource_name)
+            if meta is None:
+                err, msg = code("UNKNOWN_TOPIC_OR_PARTITION"), f"topic {res.resource_name!r} does not exist"
+            else:
+                entries = topic_config_entries(broker, meta.configs, keys)
+        elif res.resource_type == BROKER:
+            if res.resource_name not in ("", str(broker.node_id)):
+                err, msg = code("INVALID_REQUEST"), f"no broker {res.resource_name!r}; this is {broker.node_id}"
+            else:
+                entries = broker_config_entries(broker, keys)
+        else:
+            err, msg = code("INVALID_REQUEST"), f"resource type {res.resource_type} is not supported"
+        configs = [
+            CE(
+                name=e.name,
+                value=e.value,
+                read_only=e.read_only,
+                config_source=e.config_source,
+                is_default=e.config_source == DEFAULT_CONFIG,
+                is_sensitive=False,
+                synonyms=[],
+                config_type=e.config_type,
+                documentation=e.documentation if v >= 3 and req.body.include_documentation else None,
+            )
+            for e in entries
+        ]
+        results.append(
+            RR(
+                error_code=err,
+                error_message=msg,
+                resource_type=res.resource_type,
+                resource_name=res.resource_name,
+                configs=configs,
+            )
+        )
+    return R(throttle_time_ms=0, results=results)

@@ -1,0 +1,79 @@
+"""Fetch (1): whole stored batches from each partition, honouring max_bytes and partition_max_bytes,
+with a long poll on max_wait_ms/min_bytes. Fetch sessions are not kept (session id 0: clients then
+send full fetch requests, which KIP-227 allows)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from kafka.protocol.consumer import FetchResponse
+
+from logbroker.protocol.connection import Request
+from logbroker.storage.log import OffsetOutOfRange
+
+from .common import code
+
+if TYPE_CHECKING:
+    from logbroker.broker.server import Broker
+
+R = FetchResponse
+TR = R.FetchableTopicResponse
+PD = TR.PartitionData
+
+
+async def handle(broker: Broker, req: Request) -> R:
+    body = req.body
+    if req.version_error is not None:
+        return _collect(broker, body, req.version, error=code("UNSUPPORTED_VERSION"))[0]
+    deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000
+    while True:
+        resp, total, keys = _collect(broker, body, req.version)
+        remaining = deadline - time.monotonic()
+        if total >= max(body.min_bytes, 1) or remaining <= 0 or not keys or broker._stopping:
+            return resp
+        await broker.wait_for_data(keys, remaining)
+
+
+def _collect(broker: Broker, body: Any, version: int, error: int = 0) -> tuple[R, int, list[tuple[str, int]]]:
+    limit = body.max_bytes if version >= 3 and body.max_bytes > 0 else 0x7FFFFFFF
+    total = 0
+    keys: list[tuple[str, int]] = []
+    topics = []
+    for t in body.topics:
+        parts = []
+        for p in t.partitions:
+            plog = broker.get_log(t.topic, p.partition)
+            if error or plog is None:
+                parts.append(_pd(p.partition, error or code("UNKNOWN_TOPIC_OR_PARTITION")))
+                continue
+            hwm = plog.next_offset
+            if version >= 9 and p.current_leader_epoch > 0:
+                parts.append(_pd(p.partition, code("UNKNOWN_LEADER_EPOCH"), hwm, plog.log_start_offset))
+                continue
+            data = b""
+            try:
+                room = min(p.partition_max_bytes, limit - total)
+                if room > 0 or total == 0:
+                    data = plog.read(p.fetch_offset, max(room, 1), first_whole=total == 0)
+            except OffsetOutOfRange:
+                parts.append(_pd(p.partition, code("OFFSET_OUT_OF_RANGE"), hwm, plog.log_start_offset))
+                continue
+            total += len(data)
+            keys.append((t.topic, p.partition))
+            parts.append(_pd(p.partition, 0, hwm, plog.log_start_offset, data, body.isolation_level))
+        topics.append(TR(topic=t.topic, partitions=parts))
+    return R(throttle_time_ms=0, error_code=0, session_id=0, responses=topics), total, keys
+
+
+def _pd(index: int, error: int, hwm: int = -1, start: int = -1, records: bytes = b"", isolation: int = 0) -> PD:
+    return PD(
+        partition_index=index,
+        error_code=error,
+        high_watermark=hwm,
+        last_stable_offset=hwm,
+        log_start_offset=start,
+        aborted_transactions=[] if isolation else None,
+        preferred_read_replica=-1,
+        records=records,
+    )

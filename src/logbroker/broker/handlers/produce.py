@@ -1,0 +1,124 @@
+"""Produce (0): validate batch headers and CRCs, check idempotent sequences, assign offsets, append,
+then answer once the fsync policy is satisfied. Records are never decoded here."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from kafka.protocol.producer import ProduceResponse
+
+from logbroker.protocol.connection import Request
+from logbroker.protocol.records import InvalidBatch, validate_produce
+from logbroker.storage.producers import SequenceError
+
+from .common import code, ensure_topic
+
+if TYPE_CHECKING:
+    from logbroker.broker.server import Broker
+
+log = logging.getLogger(__name__)
+R = ProduceResponse
+TR = R.TopicProduceResponse
+PR = TR.PartitionProduceResponse
+
+
+def _part(index: int, error: int, base: int = -1, start: int = -1, message: str | None = None) -> PR:
+    return PR(
+        index=index,
+        error_code=error,
+        base_offset=base,
+        log_append_time_ms=-1,
+        log_start_offset=start,
+        record_errors=[],
+        error_message=message,
+    )
+
+
+def _error_response(body: Any, error: int, message: str) -> R:
+    return R(
+        throttle_time_ms=0,
+        responses=[
+            TR(name=t.name, partition_responses=[_part(p.index, error, message=message) for p in t.partition_data])
+            for t in body.topic_data
+        ],
+    )
+
+
+async def handle(broker: Broker, req: Request) -> Any:
+    from logbroker.broker.server import NO_RESPONSE, NO_RESPONSE_CLOSE
+
+    body = req.body
+    if req.version_error is not None:
+        # Advertised only for old clients' feature probes (magic v0/v1 message sets are not stored).
+        return _error_response(body, code("UNSUPPORTED_VERSION"), f"Produce v{req.version} is not supported")
+    acks = body.acks
+    if acks not in (-1, 0, 1):
+        return _error_response(body, code("INVALID_REQUIRED_ACKS"), f"acks={acks} is not -1, 0 or 1")
+    if body.transactional_id is not None:
+        return _error_response(
+            body, code("TRANSACTIONAL_ID_AUTHORIZATION_FAILED"), "transactions are not supported by this broker"
+        )
+    responses = []
+    written = False
+    failed = False
+    for t in body.topic_data:
+        err = ensure_topic(broker, t.name)
+        parts = []
+        for p in t.partition_data:
+            if err:
+                parts.append(_part(p.index, err))
+                failed = True
+                continue
+            plog = broker.get_log(t.name, p.index)
+            if plog is None:
+                parts.append(_part(p.index, code("UNKNOWN_TOPIC_OR_PARTITION")))
+                failed = True
+                continue
+            result = _append(broker, plog, t.name, p.index, p.records)
+            parts.append(result)
+            if result.error_code:
+                failed = True
+            elif result.base_offset >= 0:
+                written = True
+        responses.append(TR(name=t.name, partition_responses=parts))
+    if acks == 0:
+        # Kafka closes the connection on a failed acks=0 produce: the only signal such a client gets.
+        return NO_RESPONSE_CLOSE if failed else NO_RESPONSE
+    if written:
+        try:
+            await broker.flusher.commit()
+        except OSError as exc:
+            log.error("produce not durable: %s", exc)
+            for tr in responses:
+                for pr in tr.partition_responses:
+                    if not pr.error_code:
+                        pr.error_code = code("KAFKA_STORAGE_ERROR")
+                        pr.error_message = f"fsync failed: {exc}"
+    return R(throttle_time_ms=0, responses=responses)
+
+
+def _append(broker: Broker, plog: Any, topic: str, index: int, records: Any) -> PR:
+    if records is None:
+        return _part(index, code("INVALID_RECORD"), message="produce request without records")
+    buf = bytearray(records)
+    try:
+        headers = validate_produce(buf, plog.config.max_message_bytes)
+        if len(headers) > 1 and any(h.producer_id >= 0 for h in headers):
+            raise InvalidBatch("idempotent produce must carry exactly one batch per partition", "INVALID_RECORD")
+        dup = plog.check_duplicates(headers)
+    except InvalidBatch as exc:
+        log.info("refused produce to %s-%d: %s", topic, index, exc)
+        return _part(index, code(exc.error), message=str(exc))
+    except SequenceError as exc:
+        return _part(index, code(exc.error), message=str(exc))
+    if dup is not None:
+        return _part(index, 0, dup.base_offset, plog.log_start_offset)
+    try:
+        base, _last = plog.append(buf, headers)
+    except OSError as exc:
+        log.error("append to %s-%d failed: %s", topic, index, exc)
+        return _part(index, code("KAFKA_STORAGE_ERROR"), message=str(exc))
+    broker.flusher.written(plog)
+    broker.appended(topic, index)
+    return _part(index, 0, base, plog.log_start_offset)

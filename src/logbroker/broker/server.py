@@ -1,0 +1,373 @@
+"""The broker process: accepts connections, decodes requests, runs handlers, answers in order."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+import time
+import uuid
+from collections import deque
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from logbroker.config import BrokerSettings
+from logbroker.protocol.connection import Request, ServerConnection
+from logbroker.protocol.errors import ProtocolError
+from logbroker.storage import LogConfig, LogManager, PartitionLog
+
+from .flusher import Flusher
+from .handlers import HANDLERS
+from .producer_ids import ProducerIdAllocator
+
+log = logging.getLogger("logbroker.broker")
+
+Handler = Callable[["Broker", Request], Any]
+
+
+class Broker:
+    """A single-node, durable, Kafka-compatible broker on one data directory."""
+
+    def __init__(self, settings: BrokerSettings) -> None:
+        self.settings = settings
+        self.node_id = settings.node_id
+        self.host, self.port = settings.advertised
+        self.logs: LogManager | None = None
+        self.flusher = Flusher(settings.fsync, settings.fsync_interval_ms)
+        self.cluster_id = ""
+        self.producer_ids: ProducerIdAllocator | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self._connections: set[ClientConnection] = set()
+        self._append_waiters: dict[tuple[str, int], set[asyncio.Future[None]]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = False
+        self.started = asyncio.Event()
+        self.stats = {"connections": 0, "requests": 0, "protocol_errors": 0}
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def log_defaults(self) -> LogConfig:
+        s = self.settings
+        return LogConfig(
+            segment_bytes=s.segment_bytes,
+            segment_ms=s.segment_ms,
+            retention_ms=s.retention_ms,
+            retention_bytes=s.retention_bytes,
+            max_message_bytes=s.message_max_bytes,
+        )
+
+    async def start(self) -> None:
+        data = Path(self.settings.data_dir)
+        self.logs = LogManager(data, self.log_defaults)
+        self.cluster_id = _cluster_id(data)
+        self.producer_ids = ProducerIdAllocator(data / "__producer_ids")
+        self.flusher.start()
+        host, port = _listen_addr(self.settings.listen)
+        self._server = await asyncio.get_running_loop().create_server(
+            lambda: ClientConnection(self), host, port, reuse_address=True, backlog=1024
+        )
+        if port == 0:
+            self.port = self._server.sockets[0].getsockname()[1]
+        self._tasks.append(asyncio.create_task(self._housekeeping(), name="housekeeping"))
+        log.info(
+            "logbroker listening on %s:%d (advertised %s:%d), data in %s, fsync=%s%s",
+            host,
+            self.port,
+            self.host,
+            self.port,
+            data,
+            self.settings.fsync.value,
+            "" if self.logs.clean_start else " (recovered after unclean shutdown)",
+        )
+        self.started.set()
+
+    async def stop(self) -> None:
+        """Stop accepting, let in-flight requests finish, sync everything, release the data dir."""
+        if self._stopping:
+            return
+        self._stopping = True
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self._connections):
+            conn.stop_reading()
+        deadline = time.monotonic() + 10
+        while any(c.busy for c in self._connections) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        for conn in list(self._connections):
+            conn.close()
+        for t in self._tasks:
+            t.cancel()
+        for fut in itertools.chain.from_iterable(self._append_waiters.values()):
+            if not fut.done():
+                fut.set_result(None)
+        await self.flusher.close()
+        if self.logs is not None:
+            self.logs.close()
+        log.info("logbroker stopped cleanly")
+
+    async def _housekeeping(self) -> None:
+        interval = self.settings.retention_check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(min(interval, 1.0))
+            now = time.monotonic()
+            for conn in list(self._connections):
+                conn.check_timeouts(now)
+            if int(now / interval) != int((now - min(interval, 1.0)) / interval) and self.logs is not None:
+                deleted = self.logs.enforce_retention()
+                if deleted:
+                    log.info("retention deleted %d segments", deleted)
+
+    # ------------------------------------------------------------------ services for handlers
+
+    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
+        assert self.logs is not None
+        return self.logs.get(topic, partition)
+
+    def appended(self, topic: str, partition: int) -> None:
+        waiters = self._append_waiters.pop((topic, partition), None)
+        if waiters:
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
+
+    def appended_all(self, topic: str, partitions: int) -> None:
+        for i in range(partitions):
+            self.appended(topic, i)
+
+    async def wait_for_data(self, keys: list[tuple[str, int]], timeout: float) -> None:
+        """Long poll: wake when any of these partitions gets data, or after `timeout` seconds."""
+        if timeout <= 0 or not keys:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        for k in keys:
+            self._append_waiters.setdefault(k, set()).add(fut)
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            pass
+        finally:
+            for k in keys:
+                s = self._append_waiters.get(k)
+                if s is not None:
+                    s.discard(fut)
+                    if not s:
+                        del self._append_waiters[k]
+
+
+def _listen_addr(listen: str) -> tuple[str, int]:
+    from logbroker.config import parse_host_port
+
+    return parse_host_port(listen)
+
+
+def _cluster_id(data: Path) -> str:
+    """A stable cluster id per data directory (Kafka's meta.properties role)."""
+    p = data / "cluster-id"
+    try:
+        return p.read_text().strip()
+    except FileNotFoundError:
+        cid = uuid.uuid4().hex[:22]
+        tmp = p.with_suffix(".tmp")
+        tmp.write_text(cid)
+        os.replace(tmp, p)
+        return cid
+
+
+class ClientConnection(asyncio.Protocol):
+    """One client socket: pipelined requests are handled concurrently and answered in arrival order."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.codec = ServerConnection(broker.settings.socket_request_max_bytes)
+        self.transport: asyncio.Transport | None = None
+        self.pending: deque[asyncio.Future[list[bytes] | None]] = deque()
+        self.peer = "?"
+        self.last_activity = time.monotonic()
+        self.partial_since: float | None = None
+        self._read_paused = False
+        self._write_paused = False
+        self._write_resumed: asyncio.Event | None = None
+        self._closed = False
+        self._stopped = False
+
+    # ------------------------------------------------------------------ asyncio callbacks
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        b = self.broker
+        if len(b._connections) >= b.settings.max_connections or b._stopping:
+            log.warning("refusing connection from %s: too many connections", self.peer)
+            transport.abort()
+            return
+        b._connections.add(self)
+        b.stats["connections"] += 1
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            import socket
+
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        transport.set_write_buffer_limits(high=8 << 20)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self.broker._connections.discard(self)
+        for fut in self.pending:
+            fut.cancel()
+        self.pending.clear()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+
+    def data_received(self, data: bytes) -> None:
+        self.last_activity = time.monotonic()
+        self.codec.receive_data(data)
+        try:
+            while not self._closed:
+                req = self.codec.next_event()
+                if req is None:
+                    break
+                self._dispatch(req)
+        except ProtocolError as exc:
+            self.broker.stats["protocol_errors"] += 1
+            log.warning("closing connection from %s: %s", self.peer, exc)
+            self._fail()
+            return
+        self.partial_since = time.monotonic() if self.codec.buffered else None
+        if len(self.pending) >= self.broker.settings.max_pipelined_requests and not self._read_paused:
+            self._read_paused = True
+            assert self.transport is not None
+            self.transport.pause_reading()
+
+    def eof_received(self) -> bool:
+        # Let pending responses drain; the transport closes once we return False after writes.
+        return False
+
+    # ------------------------------------------------------------------ request flow
+
+    def _dispatch(self, req: Request) -> None:
+        self.broker.stats["requests"] += 1
+        handler = HANDLERS.get(req.api_key)
+        fut: asyncio.Future[list[bytes] | None] = asyncio.get_running_loop().create_future()
+        self.pending.append(fut)
+        if handler is None:  # registered in the codec but no handler: cannot happen for advertised APIs
+            fut.set_exception(ProtocolError(f"no handler for API key {req.api_key}"))
+            self._drain()
+            return
+        try:
+            result = handler(self.broker, req)
+        except Exception as exc:
+            fut.set_exception(exc)
+            self._drain()
+            return
+        if isinstance(result, Awaitable):
+            task = asyncio.ensure_future(result)
+            task.add_done_callback(lambda t, f=fut, r=req: self._complete(f, r, t))
+        else:
+            self._finish(fut, req, result)
+
+    def _complete(self, fut: asyncio.Future[list[bytes] | None], req: Request, task: asyncio.Future[Any]) -> None:
+        if fut.done():
+            return
+        if task.cancelled():
+            fut.cancel()
+        elif task.exception() is not None:
+            fut.set_exception(task.exception())  # type: ignore[arg-type]
+        else:
+            self._finish(fut, req, task.result())
+            return
+        self._drain()
+
+    def _finish(self, fut: asyncio.Future[list[bytes] | None], req: Request, response: Any) -> None:
+        if fut.done():
+            return
+        try:
+            if response is None or isinstance(response, _NoResponse):
+                fut.set_result(None)
+                if isinstance(response, _NoResponse) and response.close:
+                    self._close_after_drain = True
+            else:
+                fut.set_result(self.codec.encode_response(req, response))
+        except Exception as exc:
+            if not fut.done():
+                fut.set_exception(exc)
+        self._drain()
+
+    _close_after_drain = False
+
+    def _drain(self) -> None:
+        t = self.transport
+        while self.pending and self.pending[0].done():
+            fut = self.pending.popleft()
+            if fut.cancelled():
+                continue
+            exc = fut.exception()
+            if exc is not None:
+                log.error("request from %s failed: %s", self.peer, exc, exc_info=exc)
+                self._fail()
+                return
+            parts = fut.result()
+            if parts is not None and t is not None and not self._closed:
+                t.writelines(parts)
+        if self._close_after_drain and not self.pending:
+            self.close()
+            return
+        if self._read_paused and len(self.pending) < self.broker.settings.max_pipelined_requests // 2:
+            self._read_paused = False
+            if t is not None and not self._closed and not self._stopped:
+                t.resume_reading()
+
+    # ------------------------------------------------------------------ teardown
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.pending)
+
+    def stop_reading(self) -> None:
+        self._stopped = True
+        if self.transport is not None and not self._closed:
+            with contextlib.suppress(Exception):
+                self.transport.pause_reading()
+
+    def check_timeouts(self, now: float) -> None:
+        s = self.broker.settings
+        if self.pending:
+            return
+        if self.partial_since is not None and now - self.partial_since > s.request_timeout_ms / 1000:
+            log.warning("closing connection from %s: request incomplete after %d ms", self.peer, s.request_timeout_ms)
+            self._fail()
+        elif now - self.last_activity > s.connections_max_idle_ms / 1000:
+            log.info("closing idle connection from %s", self.peer)
+            self.close()
+
+    def _fail(self) -> None:
+        self._closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
+    def close(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+
+class _NoResponse:
+    """A handler result meaning: send nothing (acks=0), optionally closing the connection after."""
+
+    __slots__ = ("close",)
+
+    def __init__(self, close: bool = False) -> None:
+        self.close = close
+
+
+NO_RESPONSE = _NoResponse()
+NO_RESPONSE_CLOSE = _NoResponse(close=True)

@@ -1,0 +1,158 @@
+"""Broker settings: defaults < config file (TOML or YAML) < LOGBROKER_* environment < command-line flags."""
+
+from __future__ import annotations
+
+import tomllib
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+
+class FsyncPolicy(StrEnum):
+    ALWAYS = "always"
+    INTERVAL = "interval"
+    NEVER = "never"
+
+
+class ConfigError(ValueError):
+    """A refused configuration; the message names the offending key."""
+
+
+def parse_host_port(value: str, what: str = "listen") -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{what} must be HOST:PORT, got {value!r}")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+class BrokerSettings(BaseSettings):
+    """Everything `logbroker serve` can be told. Names follow Kafka's broker configs where one exists."""
+
+    model_config = SettingsConfigDict(env_prefix="LOGBROKER_", extra="forbid", validate_assignment=True)
+
+    data_dir: Path = Field(Path("./logbroker-data"), description="where partition logs live")
+    listen: str = Field("127.0.0.1:9092", description="HOST:PORT to accept Kafka clients on")
+    advertised_listener: str | None = Field(None, description="HOST:PORT clients are told to use")
+    node_id: int = Field(1, ge=0)
+    fsync: FsyncPolicy = Field(FsyncPolicy.ALWAYS, description="always | interval | never")
+    fsync_interval_ms: int = Field(1000, ge=1, description="with fsync=interval")
+    auto_create_topics: bool = True
+    num_partitions: int = Field(1, ge=1, description="partitions of auto-created topics")
+    delete_topic_enable: bool = True
+    message_max_bytes: int = Field(1048588, ge=64, description="largest record batch accepted")
+    socket_request_max_bytes: int = Field(104857600, ge=1024, description="largest request frame")
+    segment_bytes: int = Field(1 << 30, ge=1024)
+    segment_ms: int = Field(7 * 24 * 3600 * 1000, ge=1)
+    retention_ms: int = Field(7 * 24 * 3600 * 1000, ge=-1)
+    retention_bytes: int = Field(-1, ge=-1)
+    retention_check_interval_ms: int = Field(300_000, ge=10)
+    connections_max_idle_ms: int = Field(600_000, ge=100)
+    request_timeout_ms: int = Field(30_000, ge=100, description="a request must arrive whole within this")
+    max_connections: int = Field(10_000, ge=1)
+    max_pipelined_requests: int = Field(100, ge=1)
+    log_level: str = "INFO"
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, v: str) -> str:
+        parse_host_port(v, "listen")
+        return v
+
+    @field_validator("advertised_listener")
+    @classmethod
+    def _adv(cls, v: str | None) -> str | None:
+        if v is not None:
+            host, _ = parse_host_port(v, "advertised_listener")
+            if host in ("0.0.0.0", "::"):
+                raise ValueError("advertised_listener must be an address clients can reach")
+        return v
+
+    @field_validator("log_level")
+    @classmethod
+    def _level(cls, v: str) -> str:
+        if v.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+            raise ValueError("log_level must be DEBUG, INFO, WARNING, ERROR or CRITICAL")
+        return v.upper()
+
+    @model_validator(mode="after")
+    def _sizes(self) -> BrokerSettings:
+        if self.message_max_bytes > self.socket_request_max_bytes:
+            raise ValueError("message_max_bytes cannot exceed socket_request_max_bytes")
+        return self
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        host, port = parse_host_port(self.advertised_listener or self.listen)
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        return host, port
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, env_settings, _FileSource(settings_cls)
+
+
+class _FileSource(PydanticBaseSettingsSource):
+    """Values from the file named by `_config_file` (set by `load_settings`)."""
+
+    path: Path | None = None
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:  # pragma: no cover
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        if _FileSource.path is None:
+            return {}
+        return read_config_file(_FileSource.path)
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"config file {path}: {exc.strerror}") from None
+    try:
+        if path.suffix in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text) or {}
+        else:
+            data = tomllib.loads(text)
+    except Exception as exc:
+        raise ConfigError(f"config file {path} is not valid {path.suffix.lstrip('.') or 'TOML'}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold a mapping of settings")
+    # Accept Kafka-style dotted or dashed names too (log.retention.ms is not accepted: be explicit).
+    return {str(k).replace("-", "_").replace(".", "_"): v for k, v in data.items()}
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "config"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown setting"
+        lines.append(f"invalid config: {key}: {msg}")
+    return "\n".join(lines)
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> BrokerSettings:
+    """Build settings from all sources; raises ConfigError naming the bad key."""
+    _FileSource.path = config_file
+    try:
+        return BrokerSettings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc)) from None
+    finally:
+        _FileSource.path = None

@@ -1,0 +1,211 @@
+"""Per-API message codecs and the version ranges the broker advertises.
+
+The codecs are kafka-python 3.x's schema-driven classes (generated once per version from Kafka's JSON
+specs); see docs/design.md for the measurement behind that choice. This module adds what a server needs
+on top: request-header parsing, response-header framing and the advertised version table.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from kafka.protocol.admin import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+)
+from kafka.protocol.consumer import (
+    FetchRequest,
+    FetchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+)
+from kafka.protocol.metadata import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+from kafka.protocol.producer import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+
+from .errors import ProtocolError
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSpec:
+    key: int
+    name: str
+    request: Any
+    response: Any
+    min_version: int
+    max_version: int
+    # Versions advertised for old clients' feature probes but answered with UNSUPPORTED_VERSION
+    # (librdkafka < 2.11 enables compression only when Produce v0 is in range; Kafka 4 does the same).
+    rejected_below: int = 0
+
+
+def _spec(req: Any, resp: Any, lo: int, hi: int, rejected_below: int = 0) -> ApiSpec:
+    return ApiSpec(req.API_KEY, req.name, req, resp, lo, hi, rejected_below)
+
+
+# What each real client needs is in docs/design.md. Topic-ID versions (Fetch/Produce >= 13) are not offered.
+APIS: dict[int, ApiSpec] = {
+    s.key: s
+    for s in (
+        _spec(ProduceRequest, ProduceResponse, 0, 11, rejected_below=3),
+        _spec(FetchRequest, FetchResponse, 0, 12, rejected_below=4),
+        _spec(ListOffsetsRequest, ListOffsetsResponse, 1, 8),
+        _spec(MetadataRequest, MetadataResponse, 0, 12),
+        _spec(ApiVersionsRequest, ApiVersionsResponse, 0, 4),
+        _spec(CreateTopicsRequest, CreateTopicsResponse, 2, 7),
+        _spec(DeleteTopicsRequest, DeleteTopicsResponse, 1, 6),
+        _spec(DeleteRecordsRequest, DeleteRecordsResponse, 0, 2),
+        _spec(InitProducerIdRequest, InitProducerIdResponse, 0, 4),
+        _spec(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
+        _spec(DescribeConfigsRequest, DescribeConfigsResponse, 1, 4),
+        _spec(CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
+        _spec(DescribeClusterRequest, DescribeClusterResponse, 0, 1),
+    )
+}
+
+API_VERSIONS_KEY = 18
+_HDR = struct.Struct(">hhi")
+_I32 = struct.Struct(">i")
+
+
+def register(spec: ApiSpec) -> None:
+    """Later layers (groups, SASL) add their APIs here before the server starts."""
+    APIS[spec.key] = spec
+
+
+def is_flexible(spec: ApiSpec, version: int) -> bool:
+    return bool(spec.request.flexible_version_q(version))
+
+
+@dataclass(slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+def read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
+    shift = 0
+    v = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        v |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return v, pos
+        shift += 7
+        if shift > 35:
+            raise ProtocolError("unsigned varint too long")
+
+
+def parse_request_header(frame: memoryview) -> tuple[RequestHeader, int]:
+    """Parse header v1/v2 (client id is a classic nullable string in both); returns the body position."""
+    if len(frame) < 8:
+        raise ProtocolError("request shorter than its header")
+    api_key, api_version, correlation_id = _HDR.unpack_from(frame, 0)
+    pos = 8
+    client_id = None
+    if len(frame) >= 10:
+        n = struct.unpack_from(">h", frame, 8)[0]
+        pos = 10
+        if n >= 0:
+            if pos + n > len(frame):
+                raise ProtocolError("client id overruns the request")
+            client_id = bytes(frame[pos : pos + n]).decode("utf-8", "replace")
+            pos += n
+    return RequestHeader(api_key, api_version, correlation_id, client_id), pos
+
+
+def skip_tagged_fields(frame: memoryview, pos: int) -> int:
+    count, pos = read_uvarint(frame, pos)
+    for _ in range(count):
+        _tag, pos = read_uvarint(frame, pos)
+        size, pos = read_uvarint(frame, pos)
+        pos += size
+    if pos > len(frame):
+        raise ProtocolError("tagged fields overrun the request header")
+    return pos
+
+
+_decoders: dict[tuple[int, int], Any] = {}
+_encoders: dict[tuple[int, int], Any] = {}
+
+
+def decode_body(spec: ApiSpec, version: int, frame: memoryview, pos: int) -> Any:
+    key = (spec.key, version)
+    fn = _decoders.get(key)
+    if fn is None:
+        flex = is_flexible(spec, version)
+        cls = spec.request[None]
+        fn = cls._struct.compiled_decode_from(version, compact=flex, tagged=flex, data_class=cls)
+        _decoders[key] = fn
+    obj, _end = fn(frame, pos)
+    obj._version = version
+    return obj
+
+
+def encode_body(spec: ApiSpec, version: int, response: Any) -> bytes:
+    response._version = version
+    flex = is_flexible(spec, version)
+    return response._struct.encode(response, version=version, compact=flex, tagged=flex)
+
+
+def frame_response(spec: ApiSpec, version: int, correlation_id: int, body: bytes) -> list[bytes]:
+    """Size prefix plus response header v0/v1; ApiVersions always answers with header v0 (KIP-511)."""
+    flexible_header = spec.key != API_VERSIONS_KEY and is_flexible(spec, version)
+    if flexible_header:
+        return [struct.pack(">iib", len(body) + 5, correlation_id, 0), body]
+    return [struct.pack(">ii", len(body) + 4, correlation_id), body]
+
+
+def encode_request(spec: ApiSpec, version: int, correlation_id: int, client_id: str, request: Any) -> bytes:
+    """Client side: a framed request (header v1, or v2 for flexible versions)."""
+    flex = is_flexible(spec, version)
+    cid = client_id.encode()
+    header = _HDR.pack(spec.key, version, correlation_id) + struct.pack(">h", len(cid)) + cid
+    if flex:
+        header += b"\x00"
+    request._version = version
+    body = request._struct.encode(request, version=version, compact=flex, tagged=flex)
+    return _I32.pack(len(header) + len(body)) + header + body
+
+
+def decode_response(spec: ApiSpec, version: int, frame: bytes | memoryview) -> tuple[int, Any]:
+    """Client side: (correlation id, response object) from one frame without its size prefix."""
+    mv = memoryview(frame)
+    correlation_id = _I32.unpack_from(mv, 0)[0]
+    pos = 4
+    flex = is_flexible(spec, version)
+    if flex and spec.key != API_VERSIONS_KEY:
+        pos = skip_tagged_fields(mv, pos)
+    cls = spec.response[None]
+    if spec.key == API_VERSIONS_KEY and struct.unpack_from(">h", mv, pos)[0] != 0:
+        version, flex = 0, False  # KIP-511: an error reply is always v0
+    fn = cls._struct.compiled_decode_from(version, compact=flex, tagged=flex, data_class=cls)
+    obj, _ = fn(mv, pos)
+    obj._version = version
+    return correlation_id, obj

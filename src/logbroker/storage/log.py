@@ -1,0 +1,314 @@
+"""A partition's log: ordered segments, offset assignment, reads, retention, recovery."""
+
+from __future__ import annotations
+
+import bisect
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from logbroker.protocol.records import BatchHeader, assign_offsets, decode_batch
+
+from .producers import BatchMeta, ProducerStateTable
+from .segment import Segment
+
+log = logging.getLogger(__name__)
+
+PRODUCER_SNAPSHOT = "producer-state.json"
+LOG_START_FILE = "log-start-offset"
+
+
+@dataclass(slots=True)
+class LogConfig:
+    segment_bytes: int = 1 << 30
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    retention_ms: int = 7 * 24 * 3600 * 1000  # -1: keep forever
+    retention_bytes: int = -1  # -1: no size limit
+    index_interval_bytes: int = 4096
+    max_message_bytes: int = 1048588
+
+
+class OffsetOutOfRange(Exception):
+    pass
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+class PartitionLog:
+    """Append-only log of record batches for one topic partition.
+
+    Not thread-safe: the broker drives every log from its event loop; only `sync_targets()`' file
+    descriptors are handed to a worker thread for fdatasync.
+    """
+
+    def __init__(self, directory: Path, config: LogConfig, clean_shutdown: bool) -> None:
+        self.dir = directory
+        self.config = config
+        directory.mkdir(parents=True, exist_ok=True)
+        self.segments: list[Segment] = []
+        self.producers = ProducerStateTable()
+        self.unsynced: set[Segment] = set()
+        self.truncated_bytes = 0
+        self._load(clean_shutdown)
+
+    # ------------------------------------------------------------------ loading and recovery
+
+    def _load(self, clean: bool) -> None:
+        bases = sorted(int(p.stem) for p in self.dir.glob("*.log") if p.stem.isdigit())
+        for p in self.dir.glob("*.tmp"):
+            p.unlink()
+        for i, base in enumerate(bases):
+            seg = Segment(self.dir, base, self.config.index_interval_bytes, _now_ms())
+            last = i == len(bases) - 1
+            if last and not clean:
+                self.truncated_bytes += seg.recover()
+                if self.truncated_bytes:
+                    log.warning("%s: truncated %d bytes of torn or corrupt tail", self.dir, self.truncated_bytes)
+            elif not seg.load_indexes():
+                log.warning("%s: rebuilding indexes of segment %d", self.dir, base)
+                self.truncated_bytes += seg.recover()
+            self.segments.append(seg)
+        # Drop empty trailing segments left by a crash right after a roll, but keep one.
+        while len(self.segments) > 1 and self.segments[-1].size == 0:
+            self.segments.pop().delete()
+        if not self.segments:
+            self.segments.append(self._new_segment(self._stored_log_start() or 0))
+        self.log_start_offset = max(self.segments[0].base_offset, self._stored_log_start() or 0)
+        self._load_producer_state()
+
+    def _stored_log_start(self) -> int | None:
+        try:
+            return int((self.dir / LOG_START_FILE).read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def _new_segment(self, base: int) -> Segment:
+        seg = Segment(self.dir, base, self.config.index_interval_bytes, _now_ms())
+        seg.recover()  # empty: just creates fresh index files
+        return seg
+
+    def _load_producer_state(self) -> None:
+        start = self.log_start_offset
+        try:
+            snap = json.loads((self.dir / PRODUCER_SNAPSHOT).read_text())
+            if snap["offset"] <= self.next_offset:
+                for pid, e in snap["producers"].items():
+                    for b in e["batches"]:
+                        h = BatchHeader(
+                            b[2], 0, 0, 2, 0, 0, b[3] - b[2], 0, b[4], int(pid), e["epoch"], b[0], b[3] - b[2] + 1
+                        )
+                        self.producers.update(h)
+                start = max(start, snap["offset"])
+        except (FileNotFoundError, ValueError, KeyError, TypeError):
+            pass
+        for seg in self.segments:
+            if seg.next_offset <= start:
+                continue
+            pos = seg.position_of(start)[0] if start > seg.base_offset else 0
+            for h in seg.iter_headers(pos):
+                self.producers.update(h)
+
+    def _write_producer_snapshot(self) -> None:
+        snap = {
+            "offset": self.next_offset,
+            "producers": {
+                str(pid): {
+                    "epoch": e.epoch,
+                    "batches": [
+                        [b.first_seq, b.last_seq, b.base_offset, b.last_offset, b.timestamp] for b in e.batches
+                    ],
+                }
+                for pid, e in self.producers.producers.items()
+            },
+        }
+        _write_atomic(self.dir / PRODUCER_SNAPSHOT, json.dumps(snap).encode())
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def active(self) -> Segment:
+        return self.segments[-1]
+
+    @property
+    def next_offset(self) -> int:
+        """The log end offset (high watermark on a single node)."""
+        return self.active.next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    # ------------------------------------------------------------------ append
+
+    def check_duplicates(self, headers: list[BatchHeader]) -> BatchMeta | None:
+        """Raise SequenceError for a sequence gap; return the original batch for a retried duplicate."""
+        dup = None
+        for h in headers:
+            d = self.producers.check(h)
+            if d is not None:
+                dup = d
+        return dup
+
+    def append(self, buf: bytearray, headers: list[BatchHeader]) -> tuple[int, int]:
+        """Assign offsets, write the batches; returns (base offset, last offset).
+
+        The data reaches the page cache here; durability comes from the broker's fsync policy.
+        """
+        seg = self.active
+        now = _now_ms()
+        if seg.size and (
+            seg.size + len(buf) > self.config.segment_bytes or now - seg.created_ms >= self.config.segment_ms
+        ):
+            seg = self.roll()
+        base = self.next_offset
+        end = assign_offsets(buf, headers, base)
+        seg.append(buf, headers)
+        for h in headers:
+            self.producers.update(h)
+        self.unsynced.add(seg)
+        return base, end - 1
+
+    def roll(self) -> Segment:
+        old = self.active
+        old.sync()
+        old.sync_indexes()
+        self.unsynced.discard(old)
+        seg = self._new_segment(old.next_offset)
+        self.segments.append(seg)
+        self._write_producer_snapshot()
+        return seg
+
+    # ------------------------------------------------------------------ read
+
+    def _segment_for(self, offset: int) -> int:
+        i = bisect.bisect_right([s.base_offset for s in self.segments], offset) - 1
+        return max(i, 0)
+
+    def read(self, offset: int, max_bytes: int, first_whole: bool = True) -> bytes:
+        """Whole batches starting with the one that holds `offset`."""
+        if offset < self.log_start_offset or offset > self.next_offset:
+            raise OffsetOutOfRange(
+                f"offset {offset} is outside [{self.log_start_offset}, {self.next_offset}] of {self.dir.name}"
+            )
+        i = self._segment_for(offset)
+        while i < len(self.segments):
+            seg = self.segments[i]
+            pos, h = seg.position_of(offset)
+            if h is not None:
+                return seg.read(pos, max_bytes, first_whole)
+            i += 1
+        return b""
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= `timestamp`, or None."""
+        for seg in self.segments:
+            if seg.max_timestamp < timestamp:
+                continue
+            for h in seg.iter_headers(seg.offset_for_time(timestamp)):
+                if h.max_timestamp < timestamp or h.last_offset < self.log_start_offset:
+                    continue
+                raw = os.pread(seg.fd, h.batch_length + 12, h.position)
+                _hdr, records = decode_batch(raw, verify_crc=False)
+                for r in records:
+                    if r.timestamp >= timestamp and r.offset >= self.log_start_offset:
+                        return r.offset, r.timestamp
+        return None
+
+    def max_timestamp(self) -> tuple[int, int]:
+        """(offset, timestamp) of the record with the largest timestamp (ListOffsets MAX_TIMESTAMP)."""
+        best = (-1, -1)
+        for seg in self.segments:
+            for h in seg.iter_headers():
+                if h.max_timestamp > best[1]:
+                    best = (h.last_offset, h.max_timestamp)
+        return best
+
+    # ------------------------------------------------------------------ deletion and retention
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset forward and drop whole segments below it."""
+        if offset < 0 or offset > self.next_offset:
+            raise OffsetOutOfRange(f"offset {offset} is beyond the log end {self.next_offset}")
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            _write_atomic(self.dir / LOG_START_FILE, str(offset).encode())
+            self._drop_segments_below(offset)
+        return self.log_start_offset
+
+    def _drop_segments_below(self, offset: int) -> int:
+        dropped = 0
+        while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
+            self.segments.pop(0).delete()
+            dropped += 1
+        if dropped:
+            self.producers.remove_below(self.segments[0].base_offset)
+        return dropped
+
+    def enforce_retention(self, now_ms: int | None = None) -> int:
+        """Delete whole non-active segments past retention.ms or beyond retention.bytes."""
+        now = now_ms if now_ms is not None else _now_ms()
+        cfg = self.config
+        deleted = 0
+        while len(self.segments) > 1:
+            first = self.segments[0]
+            too_old = (
+                cfg.retention_ms >= 0 and first.max_timestamp >= 0 and now - first.max_timestamp > cfg.retention_ms
+            )
+            too_big = cfg.retention_bytes >= 0 and self.size_bytes - first.size >= cfg.retention_bytes
+            too_big = too_big and self.size_bytes > cfg.retention_bytes
+            if not (too_old or too_big):
+                break
+            self.segments.pop(0).delete()
+            deleted += 1
+        if deleted:
+            self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+            self.producers.remove_below(self.log_start_offset)
+        return deleted
+
+    # ------------------------------------------------------------------ durability
+
+    def take_unsynced(self) -> list[int]:
+        """File descriptors written since the last sync; the caller fdatasyncs them off the loop."""
+        fds = [s.fd for s in self.unsynced]
+        self.unsynced.clear()
+        return fds
+
+    def sync(self) -> None:
+        for fd in self.take_unsynced():
+            os.fdatasync(fd)
+
+    def close(self) -> None:
+        self.sync()
+        for s in self.segments:
+            s.sync_indexes()
+        self._write_producer_snapshot()
+        for s in self.segments:
+            s.close()
+
+    def delete(self) -> None:
+        for s in self.segments:
+            s.delete()
+        for p in self.dir.iterdir():
+            p.unlink()
+        self.dir.rmdir()

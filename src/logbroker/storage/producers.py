@@ -1,0 +1,99 @@
+"""Idempotent-producer state per partition: the last five batches of each producer id.
+
+Kept so that a retried batch is answered with its original offsets instead of being written twice,
+and so that a gap in sequence numbers is refused. The state is rebuilt from batch headers on open.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from logbroker.protocol.records import BatchHeader
+
+MAX_BATCHES_PER_PRODUCER = 5
+_SEQ_MOD = 1 << 31
+
+
+@dataclass(slots=True)
+class BatchMeta:
+    first_seq: int
+    last_seq: int
+    base_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclass(slots=True)
+class ProducerEntry:
+    epoch: int
+    batches: deque[BatchMeta] = field(default_factory=lambda: deque(maxlen=MAX_BATCHES_PER_PRODUCER))
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+
+class SequenceError(Exception):
+    def __init__(self, error: str, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+
+
+class ProducerStateTable:
+    def __init__(self) -> None:
+        self.producers: dict[int, ProducerEntry] = {}
+
+    def check(self, h: BatchHeader) -> BatchMeta | None:
+        """Validate a batch before it is written; returns the original batch if this one is a duplicate."""
+        pid = h.producer_id
+        if pid < 0 or h.base_sequence < 0:
+            return None
+        entry = self.producers.get(pid)
+        last_seq = h.last_sequence
+        if entry is None:
+            if h.base_sequence != 0:
+                raise SequenceError(
+                    "OUT_OF_ORDER_SEQUENCE_NUMBER",
+                    f"producer {pid} is unknown here and starts at sequence {h.base_sequence}, not 0",
+                )
+            return None
+        if h.producer_epoch < entry.epoch:
+            raise SequenceError(
+                "INVALID_PRODUCER_EPOCH", f"producer {pid} epoch {h.producer_epoch} is older than {entry.epoch}"
+            )
+        if h.producer_epoch > entry.epoch:
+            if h.base_sequence != 0:
+                raise SequenceError(
+                    "OUT_OF_ORDER_SEQUENCE_NUMBER",
+                    f"producer {pid} new epoch {h.producer_epoch} must start at sequence 0",
+                )
+            return None
+        for b in entry.batches:
+            if b.first_seq == h.base_sequence and b.last_seq == last_seq:
+                return b
+        expected = (entry.last_seq + 1) % _SEQ_MOD
+        if h.base_sequence != expected:
+            raise SequenceError(
+                "OUT_OF_ORDER_SEQUENCE_NUMBER",
+                f"producer {pid} sent sequence {h.base_sequence}, expected {expected}",
+            )
+        return None
+
+    def update(self, h: BatchHeader) -> None:
+        """Record a batch that was appended (or replayed from the log)."""
+        pid = h.producer_id
+        if pid < 0 or h.base_sequence < 0:
+            return
+        entry = self.producers.get(pid)
+        if entry is None or h.producer_epoch > entry.epoch:
+            entry = ProducerEntry(h.producer_epoch)
+            self.producers[pid] = entry
+        elif h.producer_epoch < entry.epoch:
+            return
+        entry.batches.append(BatchMeta(h.base_sequence, h.last_sequence, h.base_offset, h.last_offset, h.max_timestamp))
+
+    def remove_below(self, offset: int) -> None:
+        """Forget producers whose every batch lies below `offset` (their data was deleted)."""
+        for pid in [p for p, e in self.producers.items() if e.batches and e.batches[-1].last_offset < offset]:
+            del self.producers[pid]

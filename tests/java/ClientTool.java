@@ -1,0 +1,598 @@
+import java.io.BufferedReader;
+import java.io.BufferedWriter;
+import java.io.InputStreamReader;
+import java.io.OutputStreamWriter;
+import java.io.PrintWriter;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.Collection;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeader;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+/**
+ * Drives the official Apache Kafka Java client so tests can check logbroker (and the
+ * reference peers) against the wire behaviour of the canonical implementation.
+ *
+ * <p>Data travels as JSON lines, one object per record; byte fields are standard
+ * base64 (padded) or null, header keys are plain strings:
+ *
+ * <pre>
+ * produce stdin : {"key":B64|null,"value":B64|null,"headers":[{"key":S,"value":B64|null}],
+ *                  "timestamp":MS|null,"partition":INT|null}     (all fields optional)
+ * produce stdout: {"topic":S,"partition":INT,"offset":LONG,"timestamp":MS}   (input order)
+ * consume stdout: {"topic":S,"partition":INT,"offset":LONG,"timestamp":MS,
+ *                  "timestamp_type":"CreateTime"|"LogAppendTime"|..,"leader_epoch":INT|null,
+ *                  "key":B64|null,"value":B64|null,"headers":[{"key":S,"value":B64|null}]}
+ * </pre>
+ *
+ * <p>Subcommands (every one accepts repeatable {@code --property k=v} client overrides):
+ *
+ * <pre>
+ * produce  --bootstrap B --topic T [--compression none|gzip|snappy|lz4|zstd] [--acks all|1|0]
+ *          [--idempotence true|false] [--linger-ms N] [--count N] [--generate N --value-size S]
+ * consume  --bootstrap B --topic T [--partition P] [--from-offset earliest|latest|N]
+ *          [--count N (-1: until timeout)] [--timeout-ms M]
+ * metadata --bootstrap B
+ * create-topic --bootstrap B --topic T [--partitions N] [--replication-factor R] [--config k=v]
+ * </pre>
+ *
+ * <p>The consumer uses assign() plus explicit seeks and never sets group.id, so no group
+ * coordinator is involved. Exit codes: 0 ok, 1 client error, 2 usage, 3 fewer records than
+ * --count before the timeout (records read so far are still printed). Logging goes to
+ * slf4j-nop so stdout stays pure data.
+ */
+public final class ClientTool {
+    private ClientTool() {}
+
+    public static void main(String[] argv) {
+        if (argv.length == 0) {
+            usage("missing subcommand");
+        }
+        Opts opts = Opts.parse(argv, 1);
+        int code;
+        try {
+            switch (argv[0]) {
+                case "produce" -> code = produce(opts);
+                case "consume" -> code = consume(opts);
+                case "metadata" -> code = metadata(opts);
+                case "create-topic" -> code = createTopic(opts);
+                default -> {
+                    usage("unknown subcommand " + argv[0]);
+                    code = 2;
+                }
+            }
+        } catch (Exception e) {
+            System.err.println("ClientTool " + argv[0] + " failed: " + e);
+            Throwable cause = e.getCause();
+            while (cause != null) {
+                System.err.println("  caused by: " + cause);
+                cause = cause.getCause();
+            }
+            code = 1;
+        }
+        System.out.flush();
+        System.exit(code);
+    }
+
+    private static void usage(String why) {
+        System.err.println("ClientTool: " + why
+                + "\nusage: ClientTool produce|consume|metadata|create-topic --bootstrap B ... (see source)");
+        System.exit(2);
+    }
+
+    // ------------------------------------------------------------------ subcommands
+
+    private static int produce(Opts o) throws Exception {
+        String topic = o.required("topic");
+        Properties props = o.clientProps();
+        props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        props.put(ProducerConfig.ACKS_CONFIG, o.get("acks", "all"));
+        props.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, o.get("idempotence", "true"));
+        props.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, o.get("compression", "none"));
+        props.put(ProducerConfig.LINGER_MS_CONFIG, o.get("linger-ms", "5"));
+        props.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "30000");
+        props.putAll(o.properties);
+
+        List<ProducerRecord<byte[], byte[]>> records = new ArrayList<>();
+        if (o.has("generate")) {
+            int n = Integer.parseInt(o.get("generate", "0"));
+            int size = Integer.parseInt(o.get("value-size", "16"));
+            for (int i = 0; i < n; i++) {
+                byte[] value = new byte[size];
+                byte[] tag = ("v" + i).getBytes(StandardCharsets.UTF_8);
+                for (int j = 0; j < size; j++) {
+                    value[j] = tag[j % tag.length];
+                }
+                records.add(new ProducerRecord<>(topic, null, null,
+                        ("k" + i).getBytes(StandardCharsets.UTF_8), value));
+            }
+        } else {
+            long limit = Long.parseLong(o.get("count", "-1"));
+            BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+            String line;
+            while ((limit < 0 || records.size() < limit) && (line = in.readLine()) != null) {
+                if (line.isBlank()) {
+                    continue;
+                }
+                records.add(toProducerRecord(topic, Json.parseObject(line)));
+            }
+        }
+
+        List<Future<RecordMetadata>> futures = new ArrayList<>(records.size());
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props)) {
+            for (ProducerRecord<byte[], byte[]> r : records) {
+                futures.add(producer.send(r));
+            }
+            producer.flush();
+            PrintWriter out = stdout();
+            for (Future<RecordMetadata> f : futures) {
+                RecordMetadata md = f.get(60, TimeUnit.SECONDS);
+                Map<String, Object> row = new LinkedHashMap<>();
+                row.put("topic", md.topic());
+                row.put("partition", md.partition());
+                row.put("offset", md.offset());
+                row.put("timestamp", md.timestamp());
+                out.println(Json.write(row));
+            }
+            out.flush();
+        }
+        return 0;
+    }
+
+    private static ProducerRecord<byte[], byte[]> toProducerRecord(String topic, Map<String, Object> m) {
+        List<Header> headers = new ArrayList<>();
+        Object hs = m.get("headers");
+        if (hs instanceof List<?> list) {
+            for (Object h : list) {
+                Map<?, ?> hm = (Map<?, ?>) h;
+                headers.add(new RecordHeader((String) hm.get("key"), unb64(hm.get("value"))));
+            }
+        }
+        Integer partition = m.get("partition") == null ? null : ((Number) m.get("partition")).intValue();
+        Long ts = m.get("timestamp") == null ? null : ((Number) m.get("timestamp")).longValue();
+        return new ProducerRecord<>(topic, partition, ts, unb64(m.get("key")), unb64(m.get("value")), headers);
+    }
+
+    private static int consume(Opts o) {
+        String topic = o.required("topic");
+        TopicPartition tp = new TopicPartition(topic, Integer.parseInt(o.get("partition", "0")));
+        long count = Long.parseLong(o.get("count", "-1"));
+        long timeoutMs = Long.parseLong(o.get("timeout-ms", "10000"));
+        String from = o.get("from-offset", "earliest");
+
+        Properties props = o.clientProps();
+        props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        props.putAll(o.properties);
+
+        long seen = 0;
+        PrintWriter out = stdout();
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
+            consumer.assign(Collections.singletonList(tp));
+            switch (from) {
+                case "earliest" -> consumer.seekToBeginning(List.of(tp));
+                case "latest" -> consumer.seekToEnd(List.of(tp));
+                default -> consumer.seek(tp, Long.parseLong(from));
+            }
+            long deadline = System.currentTimeMillis() + timeoutMs;
+            while ((count < 0 || seen < count) && System.currentTimeMillis() < deadline) {
+                long wait = Math.max(1, Math.min(500, deadline - System.currentTimeMillis()));
+                ConsumerRecords<byte[], byte[]> batch = consumer.poll(Duration.ofMillis(wait));
+                for (ConsumerRecord<byte[], byte[]> r : batch) {
+                    if (count >= 0 && seen >= count) {
+                        break;
+                    }
+                    out.println(Json.write(recordRow(r)));
+                    seen++;
+                }
+                out.flush();
+            }
+        }
+        out.flush();
+        if (count >= 0 && seen < count) {
+            System.err.println("ClientTool consume: got " + seen + " of " + count + " records before timeout");
+            return 3;
+        }
+        return 0;
+    }
+
+    private static Map<String, Object> recordRow(ConsumerRecord<byte[], byte[]> r) {
+        Map<String, Object> row = new LinkedHashMap<>();
+        row.put("topic", r.topic());
+        row.put("partition", r.partition());
+        row.put("offset", r.offset());
+        row.put("timestamp", r.timestamp());
+        row.put("timestamp_type", r.timestampType().name);
+        row.put("leader_epoch", r.leaderEpoch().orElse(null));
+        row.put("key", b64(r.key()));
+        row.put("value", b64(r.value()));
+        List<Object> headers = new ArrayList<>();
+        for (Header h : r.headers()) {
+            Map<String, Object> hm = new LinkedHashMap<>();
+            hm.put("key", h.key());
+            hm.put("value", b64(h.value()));
+            headers.add(hm);
+        }
+        row.put("headers", headers);
+        return row;
+    }
+
+    private static int metadata(Opts o) throws Exception {
+        Properties props = o.clientProps();
+        props.putAll(o.properties);
+        try (Admin admin = Admin.create(props)) {
+            DescribeClusterResult cluster = admin.describeCluster();
+            Map<String, Object> row = new LinkedHashMap<>();
+            row.put("cluster_id", cluster.clusterId().get(30, TimeUnit.SECONDS));
+            Node controller = cluster.controller().get(30, TimeUnit.SECONDS);
+            row.put("controller", controller == null ? null : controller.id());
+            List<Object> brokers = new ArrayList<>();
+            Collection<Node> nodes = cluster.nodes().get(30, TimeUnit.SECONDS);
+            for (Node n : nodes) {
+                Map<String, Object> b = new LinkedHashMap<>();
+                b.put("id", n.id());
+                b.put("host", n.host());
+                b.put("port", n.port());
+                b.put("rack", n.rack());
+                brokers.add(b);
+            }
+            row.put("brokers", brokers);
+            List<Object> topics = new ArrayList<>(admin.listTopics().names().get(30, TimeUnit.SECONDS));
+            row.put("topics", topics);
+            PrintWriter out = stdout();
+            out.println(Json.write(row));
+            out.flush();
+        }
+        return 0;
+    }
+
+    private static int createTopic(Opts o) throws Exception {
+        Properties props = o.clientProps();
+        props.putAll(o.properties);
+        int partitions = Integer.parseInt(o.get("partitions", "1"));
+        short rf = Short.parseShort(o.get("replication-factor", "1"));
+        Map<String, String> configs = new HashMap<>();
+        for (String kv : o.all("config")) {
+            int eq = kv.indexOf('=');
+            configs.put(kv.substring(0, eq), kv.substring(eq + 1));
+        }
+        try (Admin admin = Admin.create(props)) {
+            NewTopic topic = new NewTopic(o.required("topic"), partitions, rf).configs(configs);
+            admin.createTopics(List.of(topic)).all().get(60, TimeUnit.SECONDS);
+        }
+        return 0;
+    }
+
+    // ------------------------------------------------------------------ helpers
+
+    private static PrintWriter stdout() {
+        return new PrintWriter(new BufferedWriter(new OutputStreamWriter(System.out, StandardCharsets.UTF_8)));
+    }
+
+    private static String b64(byte[] data) {
+        return data == null ? null : Base64.getEncoder().encodeToString(data);
+    }
+
+    private static byte[] unb64(Object text) {
+        return text == null ? null : Base64.getDecoder().decode((String) text);
+    }
+
+    /** {@code --name value} options; --property and --config may repeat. */
+    private static final class Opts {
+        final Map<String, List<String>> values = new HashMap<>();
+        final Properties properties = new Properties();
+
+        static Opts parse(String[] argv, int start) {
+            Opts o = new Opts();
+            for (int i = start; i < argv.length; i += 2) {
+                String name = argv[i];
+                if (!name.startsWith("--") || i + 1 >= argv.length) {
+                    usage("expected --name value, got " + name);
+                }
+                String value = argv[i + 1];
+                name = name.substring(2);
+                if (name.equals("property")) {
+                    int eq = value.indexOf('=');
+                    if (eq <= 0) {
+                        usage("--property needs key=value, got " + value);
+                    }
+                    o.properties.put(value.substring(0, eq), value.substring(eq + 1));
+                } else {
+                    o.values.computeIfAbsent(name, k -> new ArrayList<>()).add(value);
+                }
+            }
+            return o;
+        }
+
+        boolean has(String name) {
+            return values.containsKey(name);
+        }
+
+        String get(String name, String dflt) {
+            List<String> v = values.get(name);
+            return v == null ? dflt : v.get(v.size() - 1);
+        }
+
+        List<String> all(String name) {
+            return values.getOrDefault(name, List.of());
+        }
+
+        String required(String name) {
+            String v = get(name, null);
+            if (v == null) {
+                usage("missing --" + name);
+            }
+            return v;
+        }
+
+        Properties clientProps() {
+            Properties p = new Properties();
+            p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, required("bootstrap"));
+            p.put(AdminClientConfig.CLIENT_ID_CONFIG, "logbroker-clienttool");
+            return p;
+        }
+    }
+
+    /**
+     * Just enough JSON for the line formats above: objects, arrays, strings, integers,
+     * decimals, booleans and null. Written here to keep the tool dependency-free.
+     */
+    static final class Json {
+        private final String s;
+        private int i;
+
+        private Json(String s) {
+            this.s = s;
+        }
+
+        @SuppressWarnings("unchecked")
+        static Map<String, Object> parseObject(String text) {
+            Json p = new Json(text);
+            Object v = p.value();
+            p.ws();
+            if (p.i != p.s.length() || !(v instanceof Map)) {
+                throw new IllegalArgumentException("expected one JSON object per line: " + text);
+            }
+            return (Map<String, Object>) v;
+        }
+
+        private void ws() {
+            while (i < s.length() && Character.isWhitespace(s.charAt(i))) {
+                i++;
+            }
+        }
+
+        private IllegalArgumentException err(String what) {
+            return new IllegalArgumentException("bad JSON at " + i + ": " + what + " in " + s);
+        }
+
+        private Object value() {
+            ws();
+            if (i >= s.length()) {
+                throw err("unexpected end");
+            }
+            char c = s.charAt(i);
+            switch (c) {
+                case '{':
+                    return object();
+                case '[':
+                    return array();
+                case '"':
+                    return string();
+                default:
+                    if (s.startsWith("null", i)) {
+                        i += 4;
+                        return null;
+                    }
+                    if (s.startsWith("true", i)) {
+                        i += 4;
+                        return Boolean.TRUE;
+                    }
+                    if (s.startsWith("false", i)) {
+                        i += 5;
+                        return Boolean.FALSE;
+                    }
+                    return number();
+            }
+        }
+
+        private Map<String, Object> object() {
+            Map<String, Object> m = new LinkedHashMap<>();
+            i++;
+            ws();
+            if (i < s.length() && s.charAt(i) == '}') {
+                i++;
+                return m;
+            }
+            while (true) {
+                ws();
+                if (i >= s.length() || s.charAt(i) != '"') {
+                    throw err("expected key");
+                }
+                String k = string();
+                ws();
+                expect(':');
+                m.put(k, value());
+                ws();
+                if (i < s.length() && s.charAt(i) == ',') {
+                    i++;
+                    continue;
+                }
+                expect('}');
+                return m;
+            }
+        }
+
+        private List<Object> array() {
+            List<Object> l = new ArrayList<>();
+            i++;
+            ws();
+            if (i < s.length() && s.charAt(i) == ']') {
+                i++;
+                return l;
+            }
+            while (true) {
+                l.add(value());
+                ws();
+                if (i < s.length() && s.charAt(i) == ',') {
+                    i++;
+                    continue;
+                }
+                expect(']');
+                return l;
+            }
+        }
+
+        private void expect(char c) {
+            if (i >= s.length() || s.charAt(i) != c) {
+                throw err("expected '" + c + "'");
+            }
+            i++;
+        }
+
+        private String string() {
+            StringBuilder b = new StringBuilder();
+            i++;
+            while (true) {
+                if (i >= s.length()) {
+                    throw err("unterminated string");
+                }
+                char c = s.charAt(i++);
+                if (c == '"') {
+                    return b.toString();
+                }
+                if (c != '\\') {
+                    b.append(c);
+                    continue;
+                }
+                if (i >= s.length()) {
+                    throw err("bad escape");
+                }
+                char e = s.charAt(i++);
+                switch (e) {
+                    case '"', '\\', '/' -> b.append(e);
+                    case 'b' -> b.append('\b');
+                    case 'f' -> b.append('\f');
+                    case 'n' -> b.append('\n');
+                    case 'r' -> b.append('\r');
+                    case 't' -> b.append('\t');
+                    case 'u' -> {
+                        if (i + 4 > s.length()) {
+                            throw err("bad \\u escape");
+                        }
+                        b.append((char) Integer.parseInt(s.substring(i, i + 4), 16));
+                        i += 4;
+                    }
+                    default -> throw err("bad escape \\" + e);
+                }
+            }
+        }
+
+        private Number number() {
+            int start = i;
+            while (i < s.length() && "+-0123456789.eE".indexOf(s.charAt(i)) >= 0) {
+                i++;
+            }
+            String t = s.substring(start, i);
+            if (t.isEmpty()) {
+                throw err("unexpected character");
+            }
+            if (t.contains(".") || t.contains("e") || t.contains("E")) {
+                return Double.parseDouble(t);
+            }
+            return Long.parseLong(t);
+        }
+
+        static String write(Object v) {
+            StringBuilder b = new StringBuilder();
+            write(b, v);
+            return b.toString();
+        }
+
+        private static void write(StringBuilder b, Object v) {
+            if (v == null) {
+                b.append("null");
+            } else if (v instanceof String str) {
+                quote(b, str);
+            } else if (v instanceof Number || v instanceof Boolean) {
+                b.append(v);
+            } else if (v instanceof Map<?, ?> m) {
+                b.append('{');
+                boolean first = true;
+                for (Map.Entry<?, ?> e : m.entrySet()) {
+                    if (!first) {
+                        b.append(',');
+                    }
+                    first = false;
+                    quote(b, String.valueOf(e.getKey()));
+                    b.append(':');
+                    write(b, e.getValue());
+                }
+                b.append('}');
+            } else if (v instanceof List<?> l) {
+                b.append('[');
+                for (int k = 0; k < l.size(); k++) {
+                    if (k > 0) {
+                        b.append(',');
+                    }
+                    write(b, l.get(k));
+                }
+                b.append(']');
+            } else {
+                quote(b, v.toString());
+            }
+        }
+
+        private static void quote(StringBuilder b, String str) {
+            b.append('"');
+            for (int k = 0; k < str.length(); k++) {
+                char c = str.charAt(k);
+                switch (c) {
+                    case '"' -> b.append("\\\"");
+                    case '\\' -> b.append("\\\\");
+                    case '\n' -> b.append("\\n");
+                    case '\r' -> b.append("\\r");
+                    case '\t' -> b.append("\\t");
+                    default -> {
+                        if (c < 0x20) {
+                            b.append(String.format("\\u%04x", (int) c));
+                        } else {
+                            b.append(c);
+                        }
+                    }
+                }
+            }
+            b.append('"');
+        }
+    }
+}

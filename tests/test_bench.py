@@ -1,0 +1,104 @@
+"""Benchmark harness: pure helpers always, plus a tiny end-to-end run against logbroker itself."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from logbroker import bench
+
+
+def _quiet_console() -> Console:
+    return Console(file=io.StringIO(), width=160)
+
+
+def test_parse_targets_validates_and_dedups() -> None:
+    assert bench.parse_targets("logbroker, Tansu,logbroker") == ["logbroker", "tansu"]
+    with pytest.raises(ValueError):
+        bench.parse_targets("logbroker,redpanda")
+    with pytest.raises(ValueError):
+        bench.parse_targets(" , ")
+
+
+def test_percentile_interpolates() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert bench.percentile(values, 50) == pytest.approx(50.5)
+    assert bench.percentile(values, 99) == pytest.approx(99.01)
+    assert bench.percentile([3.0], 99) == 3.0
+
+
+def _synthetic_results() -> dict:
+    def metrics(scale: float) -> dict[str, float]:
+        return {m.key: (1.0 if m.kind == "latency" else 1000.0) * scale for m in bench.METRICS}
+
+    results = {
+        "parameters": {"records_100B": 10, "records_1KB": 10, "latency_samples": 5, "fsync": "always"},
+        "machine": {"cpu_count": 2, "machine": "x86_64"},
+        "targets": {
+            "logbroker": {"status": "ok", "metrics": metrics(1.0)},
+            "tansu": {"status": "ok", "metrics": metrics(2.0)},
+            "kafka": {"status": "skipped", "error": "no jars", "metrics": {}},
+        },
+    }
+    results["ratios"] = bench._ratios(results)
+    return results
+
+
+def test_table_and_chart_from_synthetic_results(tmp_path: Path) -> None:
+    results = _synthetic_results()
+    assert set(results["ratios"]) == {"tansu"}
+    assert all(r == pytest.approx(0.5) for r in results["ratios"]["tansu"].values())
+    console = _quiet_console()
+    console.print(bench.render_table(results))
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "logbroker/" in text and "skipped" in text and "0.50x" in text
+    pytest.importorskip("matplotlib")
+    png = bench.write_chart(results, tmp_path / "chart.png")
+    assert png is not None and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def logbroker_serve_available() -> None:
+    """Skip until ``python -m logbroker serve`` exists (the CLI is written in parallel)."""
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "logbroker", "serve", "--help"],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        pytest.skip(f"logbroker serve not runnable: {exc}")
+    if proc.returncode != 0:
+        tail = proc.stderr.decode(errors="replace")[-300:]
+        pytest.skip(f"`python -m logbroker serve --help` failed: {tail}")
+
+
+@pytest.mark.timeout(300)
+def test_bench_end_to_end_against_logbroker(tmp_path: Path, logbroker_serve_available: None) -> None:
+    results = bench.run_bench(
+        ["logbroker"],
+        records_100b=2000,
+        records_1kb=2000,
+        latency_samples=30,
+        out_dir=tmp_path,
+        console=_quiet_console(),
+    )
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["targets"].keys() == results["targets"].keys() == {"logbroker"}
+    res = saved["targets"]["logbroker"]
+    assert res["status"] == "ok", res.get("error")
+    for metric in bench.METRICS:
+        value = res["metrics"].get(metric.key)
+        assert value is not None and value > 0, metric.key
+    assert res["details"]["produce_1KB"]["records"] == 2000
+    assert res["details"]["consume_100B"]["records"] == 2000
+    assert saved["parameters"]["records_100B"] == 2000
+    assert saved["versions"]["librdkafka"]
+    assert (tmp_path / "results.png").is_file()

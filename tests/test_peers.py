@@ -1,0 +1,277 @@
+"""The reference-peer launchers work: each peer starts, round-trips real records and
+stops without leaving processes or temp dirs behind. Other suites build on these
+peers, so a failure here points at the harness rather than at logbroker."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from logbroker import peers
+from logbroker.peers import JavaClientTool, KafkaCluster, KafkaPeer, PeerError, TansuPeer
+
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+def _missing(reason: str) -> None:
+    # CI sets LOGBROKER_REQUIRE_PEERS so an unprepared runner fails instead of silently skipping.
+    if os.environ.get("LOGBROKER_REQUIRE_PEERS"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def require_kafka() -> None:
+    if not peers.java_available():
+        _missing("java not found")
+    if not peers.jars_available("kafka"):
+        _missing(f"no Kafka jars in {peers.default_jar_dir('kafka')} (run .ci/fetch-jars)")
+
+
+def require_java_tool() -> None:
+    if not peers.javac_available():
+        _missing("javac not found")
+    if not peers.jars_available("clients"):
+        _missing(f"no Kafka client jars in {peers.default_jar_dir('clients')} (run .ci/fetch-jars)")
+
+
+def _topic(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def _create_topic(bootstrap: str, topic: str, partitions: int = 1, replication: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.create_topics([NewTopic(topic, partitions, replication)]).values():
+        fut.result(30)
+
+
+def _records(n: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "key": f"key-{i}".encode(),
+            "value": f"value-{i}".encode() * (i + 1),
+            "headers": [("idx", str(i).encode()), ("empty", None)],
+        }
+        for i in range(n)
+    ]
+
+
+def _produce(bootstrap: str, topic: str, records: list[dict[str, Any]], **conf: Any) -> None:
+    errors: list[object] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **conf})
+    for r in records:
+        producer.produce(
+            topic,
+            key=r["key"],
+            value=r["value"],
+            headers=r["headers"],
+            partition=0,
+            on_delivery=lambda err, _msg: errors.append(err) if err else None,
+        )
+    assert producer.flush(30) == 0, "records still queued after 30s"
+    assert not errors
+
+
+def _consume(bootstrap: str, topic: str, count: int, timeout: float = 30.0) -> list[Any]:
+    # librdkafka insists on group.id even for assign(); nothing is committed or joined.
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "unused",
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        got: list[Any] = []
+        deadline = time.monotonic() + timeout
+        while len(got) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    continue
+                raise AssertionError(f"consume error: {err}")
+            got.append(msg)
+        return got
+    finally:
+        consumer.close()
+
+
+def _assert_round_trip(bootstrap: str, topic: str, n: int = 10) -> None:
+    records = _records(n)
+    _produce(bootstrap, topic, records)
+    got = _consume(bootstrap, topic, n)
+    assert [m.offset() for m in got] == list(range(n))
+    assert [m.key() for m in got] == [r["key"] for r in records]
+    assert [m.value() for m in got] == [r["value"] for r in records]
+    assert [m.headers() for m in got] == [r["headers"] for r in records]
+
+
+# ------------------------------------------------------------------------ helpers
+
+
+def test_default_jar_dir_honours_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(peers.JARS_ENV, str(tmp_path))
+    assert peers.default_jar_dir("kafka") == tmp_path / "kafka"
+    assert not peers.jars_available("kafka")
+    (tmp_path / "kafka").mkdir()
+    (tmp_path / "kafka" / "x.jar").write_bytes(b"")
+    assert peers.jars_available("kafka")
+
+
+def test_default_jar_dir_in_checkout(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(peers.JARS_ENV, raising=False)
+    root = peers.repo_root()
+    assert root is not None
+    assert peers.default_jar_dir("clients") == root / ".ci" / "cache" / "jars" / "clients"
+
+
+# ------------------------------------------------------------------------ Tansu
+
+
+def test_tansu_round_trip() -> None:
+    with TansuPeer() as tansu:
+        assert tansu.bootstrap == f"127.0.0.1:{tansu.port}"
+        assert peers.api_versions_probe("127.0.0.1", tansu.port) == 0
+        topic = _topic("tansu")
+        _create_topic(tansu.bootstrap, topic)
+        _assert_round_trip(tansu.bootstrap, topic)
+
+
+def test_tansu_stop_leaves_nothing_behind() -> None:
+    tansu = TansuPeer().start()
+    proc = tansu._proc
+    tmpdir = tansu._res.tmpdir
+    assert tmpdir is not None and Path(tmpdir).is_dir()
+    tansu.stop()
+    assert proc.poll() is not None
+    assert not Path(tmpdir).exists()
+    tansu.stop()  # idempotent
+
+
+def test_tansu_start_failure_reports_log() -> None:
+    with pytest.raises(PeerError, match="UnsupportedStorageUrl"):
+        TansuPeer(storage_engine="bogus://nowhere/").start()
+
+
+# ------------------------------------------------------------------------ Kafka
+
+
+@pytest.fixture(scope="module")
+def kafka() -> Iterator[KafkaPeer]:
+    require_kafka()
+    with KafkaPeer() as peer:
+        yield peer
+
+
+@pytest.fixture(scope="module")
+def java_tool() -> JavaClientTool:
+    require_java_tool()
+    tool = JavaClientTool()
+    tool.compile()
+    return tool
+
+
+@pytest.mark.kafka
+def test_kafka_single_node_round_trip(kafka: KafkaPeer) -> None:
+    assert kafka.bootstrap == f"127.0.0.1:{kafka.port}"
+    topic = _topic("kafka")
+    _create_topic(kafka.bootstrap, topic)
+    _assert_round_trip(kafka.bootstrap, topic)
+
+
+@pytest.mark.kafka
+def test_kafka_auto_creates_topics(kafka: KafkaPeer) -> None:
+    topic = _topic("auto")
+    _produce(kafka.bootstrap, topic, _records(3))
+    assert len(_consume(kafka.bootstrap, topic, 3)) == 3
+
+
+@pytest.mark.kafka
+def test_kafka_bad_config_reports_log() -> None:
+    require_kafka()
+    with pytest.raises(PeerError, match=r"(?s)format failed.*num\.partitions"):
+        KafkaPeer(server_properties={"num.partitions": "many"}).start()
+
+
+@pytest.mark.kafka
+@pytest.mark.java
+@pytest.mark.parametrize("codec", CODECS)
+def test_java_client_codecs(kafka: KafkaPeer, java_tool: JavaClientTool, codec: str) -> None:
+    topic = _topic(f"java-{codec}")
+    records = _records(20)
+    records[0]["timestamp"] = 1_700_000_000_000
+    records[1]["key"] = None
+    records[2]["value"] = None
+    # Highly compressible values so the codec really shrinks the batch.
+    records[3]["value"] = b"x" * 10_000
+    acked = java_tool.produce(
+        kafka.bootstrap, topic, records, compression=codec, idempotence=codec != "none"
+    )
+    assert [a["offset"] for a in acked] == list(range(20))
+    assert acked[0]["timestamp"] == 1_700_000_000_000
+
+    got = java_tool.consume(kafka.bootstrap, topic, from_offset=0, count=20)
+    assert [g["offset"] for g in got] == list(range(20))
+    assert [g["key"] for g in got] == [r["key"] for r in records]
+    assert [g["value"] for g in got] == [r["value"] for r in records]
+    assert [g["headers"] for g in got] == [r["headers"] for r in records]
+    assert got[0]["timestamp"] == 1_700_000_000_000
+    assert {g["timestamp_type"] for g in got} == {"CreateTime"}
+
+    # Explicit offsets, and interop with librdkafka decoding the Java client's batches.
+    tail = java_tool.consume(kafka.bootstrap, topic, from_offset=15, count=5)
+    assert [g["offset"] for g in tail] == [15, 16, 17, 18, 19]
+    assert [m.value() for m in _consume(kafka.bootstrap, topic, 20)] == [r["value"] for r in records]
+
+
+@pytest.mark.kafka
+@pytest.mark.java
+def test_java_consume_reports_shortfall(kafka: KafkaPeer, java_tool: JavaClientTool) -> None:
+    topic = _topic("short")
+    java_tool.produce(kafka.bootstrap, topic, _records(2))
+    proc = java_tool.run(
+        "consume", "--bootstrap", kafka.bootstrap, "--topic", topic,
+        "--count", "5", "--timeout-ms", "2000", check=False,
+    )  # fmt: skip
+    assert proc.returncode == 3
+    assert len(proc.stdout.splitlines()) == 2
+
+
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_kafka_three_node_cluster() -> None:
+    require_kafka()
+    with KafkaCluster(nodes=3) as cluster:
+        bootstraps = cluster.bootstrap.split(",")
+        assert len(bootstraps) == 3 and len(set(bootstraps)) == 3
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        md = admin.list_topics(timeout=10)
+        assert sorted(md.brokers) == [1, 2, 3]
+        assert {f"{b.host}:{b.port}" for b in md.brokers.values()} == set(bootstraps)
+
+        topic = _topic("replicated")
+        _create_topic(cluster.bootstrap, topic, replication=3)
+        # Partition leadership settles asynchronously after creation.
+        deadline = time.monotonic() + 30
+        while True:
+            part = admin.list_topics(topic, timeout=10).topics[topic].partitions[0]
+            if part.leader >= 0 and len(part.isrs) == 3:
+                break
+            assert time.monotonic() < deadline, f"replicas never in sync: {part}"
+            time.sleep(0.2)
+        assert sorted(part.replicas) == [1, 2, 3]
+        _assert_round_trip(cluster.bootstrap, topic, n=10)
+        procs = [n.proc for n in cluster.nodes]
+    assert all(p is not None and p.poll() is not None for p in procs)
