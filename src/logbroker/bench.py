@@ -192,12 +192,6 @@ def _with_logger(conf: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _split_bootstrap(bootstrap: str) -> tuple[str, int]:
     first = bootstrap.split(",")[0].strip()
     host, _, port = first.rpartition(":")
@@ -248,20 +242,6 @@ def wait_ready(
             last_exc = exc
             time.sleep(0.2)
     raise BenchError(f"{bootstrap} did not answer Metadata within {timeout:.0f}s: {last_exc}")
-
-
-def _stop_process(proc: subprocess.Popen[bytes], first_signal: int, grace: float) -> None:
-    """Ask politely (so cProfile can write its file), then insist."""
-    if proc.poll() is not None:
-        return
-    for sig, wait_s in ((first_signal, grace), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(sig)
-        try:
-            proc.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def _topic_ready(client: Producer | AdminClient, topic: str) -> bool:
@@ -500,19 +480,6 @@ def produce_latency(bootstrap: str, topic: str, samples: int, size: int, on_prog
 # --------------------------------------------------------------------------------------------
 
 
-def _serve_command(port: int, data_dir: str, fsync: str, profile_path: Path | None) -> list[str]:
-    cmd = [sys.executable]
-    if profile_path is not None:
-        cmd += ["-m", "cProfile", "-o", str(profile_path)]
-    cmd += [
-        "-m", "logbroker", "serve",
-        "--listen", f"127.0.0.1:{port}",
-        "--data-dir", data_dir,
-        "--fsync", fsync,
-    ]  # fmt: skip
-    return cmd
-
-
 def logbroker_target(
     *,
     fsync: str = "always",
@@ -525,30 +492,24 @@ def logbroker_target(
     With ``profile_path`` the server runs under ``python -m cProfile -o profile_path`` and is
     stopped with SIGINT, whose KeyboardInterrupt lets cProfile write the file on the way out.
     """
+    from logbroker.process import BrokerProcess
 
     @contextlib.contextmanager
     def start() -> Iterator[str]:
-        port = _free_port()
         data_dir = tempfile.mkdtemp(prefix="logbroker-bench-", dir=data_root)
-        cmd = _serve_command(port, data_dir, fsync, profile_path)
-        log = open(log_path, "wb") if log_path is not None else subprocess.DEVNULL  # noqa: SIM115
+        wrap = ["-m", "cProfile", "-o", str(profile_path)] if profile_path is not None else []
+        broker = BrokerProcess(data_dir, extra_args=["--fsync", fsync], wrap=wrap)
+        if log_path is not None:
+            broker.log_path = log_path
         try:
             try:
-                proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-            except FileNotFoundError as exc:
+                broker.start(timeout=READY_TIMEOUT_S)
+            except RuntimeError as exc:
                 raise _Unavailable(str(exc)) from exc
-            bootstrap = f"127.0.0.1:{port}"
-            try:
-                wait_ready(bootstrap, proc=proc, log_path=log_path)
-                yield bootstrap
-            finally:
-                if profile_path is not None:
-                    _stop_process(proc, signal.SIGINT, grace=30.0)
-                else:
-                    _stop_process(proc, signal.SIGTERM, grace=10.0)
+            wait_ready(broker.bootstrap, proc=broker.proc, log_path=log_path)
+            yield broker.bootstrap
         finally:
-            if log is not subprocess.DEVNULL:
-                log.close()  # type: ignore[union-attr]
+            broker.stop(signal.SIGINT if profile_path is not None else signal.SIGTERM, timeout=30.0)
             shutil.rmtree(data_dir, ignore_errors=True)
 
     notes = f"python -m logbroker serve --fsync {fsync}"

@@ -1,0 +1,358 @@
+"""`Connection.do(request)` over one socket, with versions negotiated by ApiVersions; `KafkaClient`
+adds the few admin and data operations the CLI needs. Works against any Kafka-compatible broker."""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import struct
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kafka.protocol.admin import (
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    DescribeConfigsRequest,
+)
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
+from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
+from kafka.protocol.producer import ProduceRequest
+
+from logbroker.protocol.errors import ErrorCode
+from logbroker.protocol.messages import APIS, ApiSpec, decode_response, encode_request
+from logbroker.protocol.records import Compression, NewRecord, Record, build_batch, decode_records
+
+_I32 = struct.Struct(">i")
+
+
+class BrokerError(Exception):
+    def __init__(self, code: int, message: str | None = None, context: str = "") -> None:
+        try:
+            name = ErrorCode(code).name
+        except ValueError:
+            name = f"error {code}"
+        text = f"{context}: {name}" if context else name
+        if message:
+            text += f" ({message})"
+        super().__init__(text)
+        self.code = code
+        self.name = name
+
+
+def check(code: int, message: str | None = None, context: str = "") -> None:
+    if code:
+        raise BrokerError(code, message, context)
+
+
+def _spec_for(request_cls: Any) -> ApiSpec:
+    key = request_cls.API_KEY
+    spec = APIS.get(key)
+    if spec is None:  # an API the broker side does not register: build a spec from the codec alone
+        from logbroker.protocol.messages import _spec
+
+        spec = _spec(request_cls, None, 0, request_cls.max_version)
+    return spec
+
+
+class Connection:
+    """One blocking connection. Not thread-safe; requests are sent and answered one at a time."""
+
+    def __init__(self, host: str, port: int, client_id: str = "logbroker", timeout: float = 30.0) -> None:
+        self.host, self.port = host, port
+        self.client_id = client_id
+        self.timeout = timeout
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._ids = itertools.count(1)
+        self.versions: dict[int, tuple[int, int]] = {}
+        self._negotiate()
+
+    def _negotiate(self) -> None:
+        spec = APIS[18]
+        resp = self.do(ApiVersionsRequest(client_software_name="logbroker", client_software_version="0.1"), 3)
+        if resp.error_code == ErrorCode.UNSUPPORTED_VERSION:
+            resp = self.do(ApiVersionsRequest(), 0)
+        check(resp.error_code, context="ApiVersions")
+        self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+        del spec
+
+    def version_for(self, request_cls: Any) -> int:
+        key = request_cls.API_KEY
+        ours = _spec_for(request_cls)
+        lo, hi = self.versions.get(key, (0, -1))
+        v = min(hi, ours.max_version, request_cls.max_version)
+        if v < max(lo, ours.rejected_below, ours.min_version if key in APIS else 0):
+            raise BrokerError(int(ErrorCode.UNSUPPORTED_VERSION), f"broker does not support {request_cls.name}")
+        return v
+
+    def send(self, request: Any, version: int | None = None) -> tuple[int, int, ApiSpec]:
+        spec = _spec_for(type(request)[None] if hasattr(type(request), "_class_version") else type(request))
+        v = self.version_for(type(request)) if version is None else version
+        cid = next(self._ids)
+        self.sock.sendall(encode_request(spec, v, cid, self.client_id, request))
+        return cid, v, spec
+
+    def receive(self, spec: ApiSpec, version: int, cid: int) -> Any:
+        size = _I32.unpack(self._recv_exact(4))[0]
+        got, resp = decode_response(spec, version, self._recv_exact(size))
+        if got != cid:
+            raise ConnectionError(f"correlation id {got} does not match request {cid}")
+        return resp
+
+    def do(self, request: Any, version: int | None = None) -> Any:
+        cid, v, spec = self.send(request, version)
+        return self.receive(spec, v, cid)
+
+    def _recv_exact(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(min(n - len(buf), 1 << 20))
+            if not chunk:
+                raise ConnectionError(f"{self.host}:{self.port} closed the connection")
+            buf += chunk
+        return bytes(buf)
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def parse_bootstrap(bootstrap: str) -> tuple[str, int]:
+    first = bootstrap.split(",")[0].strip()
+    host, _, port = first.rpartition(":")
+    return host.strip("[]") or "127.0.0.1", int(port or 9092)
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    partitions: int
+    topic_id: str
+    internal: bool
+    error: int = 0
+
+
+class KafkaClient:
+    """Admin and data operations over a `Connection` to one broker (the embedded broker's whole cluster;
+    for multi-broker clusters the CLI talks to the bootstrap broker, which suffices for admin calls)."""
+
+    def __init__(self, bootstrap: str, client_id: str = "logbroker-cli", timeout: float = 30.0) -> None:
+        host, port = parse_bootstrap(bootstrap)
+        self.conn = Connection(host, port, client_id, timeout)
+        self._leaders: dict[tuple[str, int], Connection] = {}
+
+    def close(self) -> None:
+        for c in self._leaders.values():
+            if c is not self.conn:
+                c.close()
+        self.conn.close()
+
+    def __enter__(self) -> KafkaClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ metadata and admin
+
+    def metadata(self, topics: Sequence[str] | None = None, auto_create: bool = False) -> Any:
+        req = MetadataRequest(
+            topics=None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+            allow_auto_topic_creation=auto_create,
+            include_topic_authorized_operations=False,
+        )
+        return self.conn.do(req)
+
+    def list_topics(self) -> list[TopicInfo]:
+        md = self.metadata(None)
+        return sorted(
+            (
+                TopicInfo(t.name, len(t.partitions), str(t.topic_id), bool(t.is_internal), t.error_code)
+                for t in md.topics
+            ),
+            key=lambda t: t.name,
+        )
+
+    def describe_topic(self, name: str) -> Any:
+        md = self.metadata([name])
+        t = md.topics[0]
+        check(t.error_code, context=f"topic {name}")
+        return t
+
+    def leader(self, topic: str, partition: int, auto_create: bool = False) -> Connection:
+        key = (topic, partition)
+        conn = self._leaders.get(key)
+        if conn is not None:
+            return conn
+        md = self.metadata([topic], auto_create=auto_create)
+        brokers = {b.node_id: (b.host, b.port) for b in md.brokers}
+        for t in md.topics:
+            check(t.error_code, context=f"topic {topic}")
+            for p in t.partitions:
+                host, port = brokers[p.leader_id]
+                if (host, port) == (self.conn.host, self.conn.port):
+                    c = self.conn
+                else:
+                    c = next((x for x in self._leaders.values() if (x.host, x.port) == (host, port)), None)
+                    c = c or Connection(host, port, self.conn.client_id, self.conn.timeout)
+                self._leaders[(topic, p.partition_index)] = c
+        if key not in self._leaders:
+            raise BrokerError(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), context=f"{topic}-{partition}")
+        return self._leaders[key]
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        replication: int = 1,
+        configs: dict[str, str] | None = None,
+        timeout_ms: int = 30000,
+    ) -> None:
+        T = CreateTopicsRequest.CreatableTopic
+        req = CreateTopicsRequest(
+            topics=[
+                T(
+                    name=name,
+                    num_partitions=partitions,
+                    replication_factor=replication,
+                    assignments=[],
+                    configs=[T.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()],
+                )
+            ],
+            timeout_ms=timeout_ms,
+            validate_only=False,
+        )
+        r = self.conn.do(req).topics[0]
+        check(r.error_code, r.error_message, f"create topic {name}")
+
+    def delete_topic(self, name: str, timeout_ms: int = 30000) -> None:
+        v = self.conn.version_for(DeleteTopicsRequest)
+        if v >= 6:
+            req = DeleteTopicsRequest(topics=[DeleteTopicsRequest.DeleteTopicState(name=name)], timeout_ms=timeout_ms)
+        else:
+            req = DeleteTopicsRequest(topic_names=[name], timeout_ms=timeout_ms)
+        r = self.conn.do(req, v).responses[0]
+        check(r.error_code, r.error_message, f"delete topic {name}")
+
+    def describe_configs(self, name: str) -> dict[str, tuple[str | None, int]]:
+        R = DescribeConfigsRequest
+        req = R(
+            resources=[R.DescribeConfigsResource(resource_type=2, resource_name=name, configuration_keys=None)],
+            include_synonyms=False,
+            include_documentation=False,
+        )
+        res = self.conn.do(req).results[0]
+        check(res.error_code, res.error_message, f"describe configs of {name}")
+        return {c.name: (c.value, c.config_source) for c in res.configs}
+
+    def list_offset(self, topic: str, partition: int, timestamp: int) -> int:
+        R = ListOffsetsRequest
+        req = R(
+            replica_id=-1,
+            isolation_level=0,
+            topics=[
+                R.ListOffsetsTopic(
+                    name=topic,
+                    partitions=[
+                        R.ListOffsetsTopic.ListOffsetsPartition(
+                            partition_index=partition, current_leader_epoch=-1, timestamp=timestamp
+                        )
+                    ],
+                )
+            ],
+        )
+        p = self.leader(topic, partition).do(req).topics[0].partitions[0]
+        check(p.error_code, context=f"list offsets {topic}-{partition}")
+        return p.offset
+
+    # ------------------------------------------------------------------ data
+
+    def produce(
+        self,
+        topic: str,
+        partition: int,
+        records: Sequence[NewRecord],
+        compression: int = Compression.NONE,
+        acks: int = -1,
+        timeout_ms: int = 30000,
+    ) -> int:
+        """Send one batch; returns its base offset (-1 for acks=0)."""
+        batch = build_batch(records, compression=compression)
+        P = ProduceRequest.TopicProduceData
+        req = ProduceRequest(
+            transactional_id=None,
+            acks=acks,
+            timeout_ms=timeout_ms,
+            topic_data=[P(name=topic, partition_data=[P.PartitionProduceData(index=partition, records=batch)])],
+        )
+        conn = self.leader(topic, partition, auto_create=True)
+        if acks == 0:
+            conn.send(req)
+            return -1
+        p = conn.do(req).responses[0].partition_responses[0]
+        check(p.error_code, p.error_message, f"produce to {topic}-{partition}")
+        return p.base_offset
+
+    def fetch(
+        self, topic: str, partition: int, offset: int, max_wait_ms: int = 500, max_bytes: int = 1 << 20
+    ) -> tuple[list[Record], int]:
+        """Records at or after `offset` and the high watermark."""
+        F = FetchRequest.FetchTopic
+        req = FetchRequest(
+            replica_id=-1,
+            max_wait_ms=max_wait_ms,
+            min_bytes=1,
+            max_bytes=max_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[
+                F(
+                    topic=topic,
+                    partitions=[
+                        F.FetchPartition(
+                            partition=partition,
+                            current_leader_epoch=-1,
+                            fetch_offset=offset,
+                            log_start_offset=-1,
+                            partition_max_bytes=max_bytes,
+                        )
+                    ],
+                )
+            ],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
+        p = self.leader(topic, partition).do(req).responses[0].partitions[0]
+        check(p.error_code, context=f"fetch {topic}-{partition}@{offset}")
+        recs = [r for r in decode_records(p.records or b"") if r.offset >= offset]
+        return recs, p.high_watermark
+
+    def consume(
+        self, topic: str, partition: int, offset: int, count: int | None = None, idle_timeout: float = 2.0
+    ) -> Iterator[Record]:
+        """Yield records from `offset` until `count` records or no new data for `idle_timeout` seconds."""
+        seen = 0
+        last_data = time.monotonic()
+        while count is None or seen < count:
+            recs, _hwm = self.fetch(topic, partition, offset)
+            if recs:
+                last_data = time.monotonic()
+            elif time.monotonic() - last_data > idle_timeout:
+                return
+            for r in recs:
+                yield r
+                seen += 1
+                offset = r.offset + 1
+                if count is not None and seen >= count:
+                    return
