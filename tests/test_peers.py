@@ -5,6 +5,8 @@ peers, so a failure here points at the harness rather than at logbroker."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -151,13 +153,49 @@ def test_tansu_round_trip() -> None:
 
 def test_tansu_stop_leaves_nothing_behind() -> None:
     tansu = TansuPeer().start()
-    proc = tansu._proc
-    tmpdir = tansu._res.tmpdir
-    assert tmpdir is not None and Path(tmpdir).is_dir()
+    [pid] = tansu.pids
+    workdir = tansu.workdir
+    assert workdir is not None and (workdir / "tansu.log").is_file()
     tansu.stop()
-    assert proc.poll() is not None
-    assert not Path(tmpdir).exists()
+    assert not _pid_alive(pid)
+    assert not workdir.exists()
+    assert tansu.workdir is None and not tansu.running
     tansu.stop()  # idempotent
+
+
+def test_peer_dies_with_its_owner() -> None:
+    """A SIGKILLed test process must not strand its peers (the watchdog reaps them)."""
+    script = (
+        "import sys, time\n"
+        "from logbroker.peers import TansuPeer\n"
+        "p = TansuPeer().start()\n"
+        "print(p.pids[0], p.workdir, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout is not None
+        pid_text, tmpdir = owner.stdout.readline().split()
+    finally:
+        owner.kill()
+        owner.wait()
+    pid = int(pid_text)
+    deadline = time.monotonic() + 10
+    while _pid_alive(pid) or Path(tmpdir).exists():
+        assert time.monotonic() < deadline, "peer or its temp dir outlived the owner"
+        time.sleep(0.1)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers kill(0); it is dead for our purposes.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
 
 
 def test_tansu_start_failure_reports_log() -> None:
@@ -216,9 +254,7 @@ def test_java_client_codecs(kafka: KafkaPeer, java_tool: JavaClientTool, codec: 
     records[2]["value"] = None
     # Highly compressible values so the codec really shrinks the batch.
     records[3]["value"] = b"x" * 10_000
-    acked = java_tool.produce(
-        kafka.bootstrap, topic, records, compression=codec, idempotence=codec != "none"
-    )
+    acked = java_tool.produce(kafka.bootstrap, topic, records, compression=codec, idempotence=codec != "none")
     assert [a["offset"] for a in acked] == list(range(20))
     assert acked[0]["timestamp"] == 1_700_000_000_000
 
@@ -250,7 +286,6 @@ def test_java_consume_reports_shortfall(kafka: KafkaPeer, java_tool: JavaClientT
 
 
 @pytest.mark.kafka
-@pytest.mark.slow
 def test_kafka_three_node_cluster() -> None:
     require_kafka()
     with KafkaCluster(nodes=3) as cluster:

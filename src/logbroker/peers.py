@@ -7,7 +7,8 @@ Apache Kafka in KRaft mode (single node or a small cluster, from jars resolved b
 
 Every launcher binds to 127.0.0.1 only, owns a temporary directory that is removed on
 ``stop()``, and never leaves a process behind: ``stop()`` escalates SIGTERM to SIGKILL,
-and a finalizer reaps anything still running when the interpreter exits.
+a finalizer reaps anything still running when the interpreter exits, and a tiny shell
+watchdog kills the peers if this Python process itself is killed (CI timeouts).
 """
 
 from __future__ import annotations
@@ -251,10 +252,41 @@ class _Managed:
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     logs: list[IO[bytes]] = field(default_factory=list)
     tmpdir: str | None = None
+    watchdog: subprocess.Popen[bytes] | None = None
+
+
+# Reads process-group ids from stdin; stdin hitting EOF means the Python process that
+# owns the peers died without stop() (SIGKILL, CI timeout), so it kills them and
+# removes the temp dir. Peers run in their own sessions, so nothing else would.
+_WATCHDOG = (
+    'gs=""; while read -r g; do gs="$gs $g"; done; '
+    "for g in $gs; do kill -TERM -$g 2>/dev/null; done; "
+    "i=0; while [ $i -lt 25 ]; do live=0; "
+    "for g in $gs; do kill -0 -$g 2>/dev/null && live=1; done; "
+    '[ "$live" = 0 ] && break; sleep 0.2; i=$((i+1)); done; '
+    "for g in $gs; do kill -KILL -$g 2>/dev/null; done; "
+    '[ -n "$1" ] && rm -rf -- "$1"'
+)
+
+
+def _disarm(res: _Managed) -> None:
+    """Stop the watchdog without letting it fire (it would kill and delete on EOF)."""
+    w = res.watchdog
+    res.watchdog = None
+    if w is None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        w.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        w.wait(timeout=5)
+    if w.stdin is not None:
+        with contextlib.suppress(OSError):
+            w.stdin.close()
 
 
 def _cleanup(res: _Managed) -> None:
     """Finalizer body: must not reference the owning peer, only its resources."""
+    _disarm(res)
     _reap(res.procs, grace=2.0)
     res.procs.clear()
     for f in res.logs:
@@ -291,6 +323,14 @@ class _Peer:
 
     def _make_tmpdir(self, base_dir: str | os.PathLike[str] | None) -> Path:
         self._res.tmpdir = tempfile.mkdtemp(prefix=f"logbroker-{self.kind}-", dir=base_dir)
+        if os.name == "posix" and self._res.watchdog is None:
+            self._res.watchdog = subprocess.Popen(
+                ["/bin/sh", "-c", _WATCHDOG, "logbroker-watchdog", self._res.tmpdir],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         return Path(self._res.tmpdir)
 
     def _spawn(
@@ -309,6 +349,11 @@ class _Peer:
             start_new_session=True,
         )
         self._res.procs.append(proc)
+        w = self._res.watchdog
+        if w is not None and w.stdin is not None:
+            with contextlib.suppress(OSError):
+                w.stdin.write(f"{proc.pid}\n".encode())
+                w.stdin.flush()
         return proc
 
     def start(self) -> Self:
@@ -328,6 +373,7 @@ class _Peer:
 
     def stop(self) -> None:
         """Terminate (SIGKILL after ``stop_grace`` seconds) and delete the temp dir."""
+        _disarm(self._res)
         _reap(self._res.procs, self.stop_grace)
         _cleanup(self._res)
         if self._finalizer is not None:
@@ -338,6 +384,16 @@ class _Peer:
     @property
     def running(self) -> bool:
         return bool(self._res.procs) and all(p.poll() is None for p in self._res.procs)
+
+    @property
+    def pids(self) -> list[int]:
+        """Process ids of the running peer processes (for diagnostics and leak checks)."""
+        return [p.pid for p in self._res.procs]
+
+    @property
+    def workdir(self) -> Path | None:
+        """The peer's temp dir (configs, logs, data); deleted by ``stop()``."""
+        return Path(self._res.tmpdir) if self._res.tmpdir else None
 
     def __enter__(self) -> Self:
         return self.start()

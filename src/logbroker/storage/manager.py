@@ -96,6 +96,7 @@ class LogManager:
         self.data_dir = Path(data_dir)
         self.defaults = defaults
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        fresh = not (self.data_dir / TOPICS_DIR).exists()
         self._lock_fd = os.open(self.data_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -103,7 +104,7 @@ class LogManager:
             os.close(self._lock_fd)
             raise RuntimeError(f"data directory {self.data_dir} is in use by another broker") from None
         marker = self.data_dir / CLEAN_MARKER
-        self.clean_start = marker.exists()
+        self.clean_start = fresh or marker.exists()
         self.topics: dict[str, TopicMeta] = {}
         self.logs: dict[tuple[str, int], PartitionLog] = {}
         self._meta_dir = self.data_dir / TOPICS_DIR
