@@ -30,6 +30,13 @@ def _missing(reason: str) -> None:
     pytest.skip(reason)
 
 
+def require_tansu() -> None:
+    try:
+        peers.tansu_binary()
+    except PeerError as exc:
+        _missing(str(exc))
+
+
 def require_kafka() -> None:
     if not peers.java_available():
         _missing("java not found")
@@ -143,6 +150,7 @@ def test_default_jar_dir_in_checkout(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_tansu_round_trip() -> None:
+    require_tansu()
     with TansuPeer() as tansu:
         assert tansu.bootstrap == f"127.0.0.1:{tansu.port}"
         assert peers.api_versions_probe("127.0.0.1", tansu.port) == 0
@@ -152,6 +160,7 @@ def test_tansu_round_trip() -> None:
 
 
 def test_tansu_stop_leaves_nothing_behind() -> None:
+    require_tansu()
     tansu = TansuPeer().start()
     [pid] = tansu.pids
     workdir = tansu.workdir
@@ -165,6 +174,7 @@ def test_tansu_stop_leaves_nothing_behind() -> None:
 
 def test_peer_dies_with_its_owner() -> None:
     """A SIGKILLed test process must not strand its peers (the watchdog reaps them)."""
+    require_tansu()
     script = (
         "import sys, time\n"
         "from logbroker.peers import TansuPeer\n"
@@ -199,6 +209,7 @@ def _pid_alive(pid: int) -> bool:
 
 
 def test_tansu_start_failure_reports_log() -> None:
+    require_tansu()
     with pytest.raises(PeerError, match="UnsupportedStorageUrl"):
         TansuPeer(storage_engine="bogus://nowhere/").start()
 
@@ -209,7 +220,8 @@ def test_tansu_start_failure_reports_log() -> None:
 @pytest.fixture(scope="module")
 def kafka() -> Iterator[KafkaPeer]:
     require_kafka()
-    with KafkaPeer() as peer:
+    # The extra listener costs nothing and proves the hook later SASL/SSL tests use.
+    with KafkaPeer(listeners={"EXTERNAL": "PLAINTEXT"}) as peer:
         yield peer
 
 
@@ -227,6 +239,18 @@ def test_kafka_single_node_round_trip(kafka: KafkaPeer) -> None:
     topic = _topic("kafka")
     _create_topic(kafka.bootstrap, topic)
     _assert_round_trip(kafka.bootstrap, topic)
+
+
+@pytest.mark.kafka
+def test_kafka_extra_listener(kafka: KafkaPeer) -> None:
+    external = kafka.listener_bootstrap("EXTERNAL")
+    assert external != kafka.bootstrap
+    brokers = AdminClient({"bootstrap.servers": external}).list_topics(timeout=10).brokers
+    # Metadata fetched through a listener advertises that same listener.
+    assert [f"{b.host}:{b.port}" for b in brokers.values()] == [external]
+    topic = _topic("external")
+    _create_topic(external, topic)
+    _assert_round_trip(external, topic, n=3)
 
 
 @pytest.mark.kafka

@@ -232,18 +232,25 @@ class ClientConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.last_activity = time.monotonic()
         self.codec.receive_data(data)
+        completed = False
         try:
             while not self._closed:
                 req = self.codec.next_event()
                 if req is None:
                     break
+                completed = True
                 self._dispatch(req)
         except ProtocolError as exc:
             self.broker.stats["protocol_errors"] += 1
             log.warning("closing connection from %s: %s", self.peer, exc)
             self._fail()
             return
-        self.partial_since = time.monotonic() if self.codec.buffered else None
+        # The clock starts when a request's first bytes arrive, not at its latest chunk: a client trickling
+        # a byte at a time must not hold the connection (and its buffer) past request_timeout_ms.
+        if not self.codec.buffered:
+            self.partial_since = None
+        elif completed or self.partial_since is None:
+            self.partial_since = time.monotonic()
         if len(self.pending) >= self.broker.settings.max_pipelined_requests and not self._read_paused:
             self._read_paused = True
             assert self.transport is not None

@@ -46,7 +46,7 @@ from kafka.protocol.producer import (
     ProduceResponse,
 )
 
-from .errors import ProtocolError
+from .errors import ErrorCode, ProtocolError
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,20 +123,21 @@ def read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
 
 
 def parse_request_header(frame: memoryview) -> tuple[RequestHeader, int]:
-    """Parse header v1/v2 (client id is a classic nullable string in both); returns the body position."""
-    if len(frame) < 8:
-        raise ProtocolError("request shorter than its header")
+    """Parse header v1/v2 (client id is a classic nullable string in both); returns the body position.
+
+    The client id field is mandatory in both (-1 for null): a frame that ends before it is truncated.
+    """
+    if len(frame) < 10:
+        raise ProtocolError(f"request of {len(frame)} bytes is shorter than its header")
     api_key, api_version, correlation_id = _HDR.unpack_from(frame, 0)
-    pos = 8
+    pos = 10
     client_id = None
-    if len(frame) >= 10:
-        n = struct.unpack_from(">h", frame, 8)[0]
-        pos = 10
-        if n >= 0:
-            if pos + n > len(frame):
-                raise ProtocolError("client id overruns the request")
-            client_id = bytes(frame[pos : pos + n]).decode("utf-8", "replace")
-            pos += n
+    n = struct.unpack_from(">h", frame, 8)[0]
+    if n >= 0:
+        if pos + n > len(frame):
+            raise ProtocolError("client id overruns the request")
+        client_id = bytes(frame[pos : pos + n]).decode("utf-8", "replace")
+        pos += n
     return RequestHeader(api_key, api_version, correlation_id, client_id), pos
 
 
@@ -163,15 +164,18 @@ def decode_body(spec: ApiSpec, version: int, frame: memoryview, pos: int) -> Any
         cls = spec.request[None]
         fn = cls._struct.compiled_decode_from(version, compact=flex, tagged=flex, data_class=cls)
         _decoders[key] = fn
-    obj, _end = fn(frame, pos)
+    obj, end = fn(frame, pos)
+    if end > len(frame):
+        # The generated decoders slice strings/bytes without bounds checks: a length that overruns the
+        # frame yields a silently shortened value instead of an error. Kafka refuses such a request.
+        raise ProtocolError(f"{spec.name} v{version} overruns its frame ({end} > {len(frame)} bytes)")
     obj._version = version
     return obj
 
 
 def encode_body(spec: ApiSpec, version: int, response: Any) -> bytes:
-    response._version = version
-    flex = is_flexible(spec, version)
-    return response._struct.encode(response, version=version, compact=flex, tagged=flex)
+    # The compiled per-version encoder: ~25x faster than the generic walk for large record sets.
+    return response.encode(version=version)
 
 
 def frame_response(spec: ApiSpec, version: int, correlation_id: int, body: bytes) -> list[bytes]:
@@ -189,8 +193,7 @@ def encode_request(spec: ApiSpec, version: int, correlation_id: int, client_id: 
     header = _HDR.pack(spec.key, version, correlation_id) + struct.pack(">h", len(cid)) + cid
     if flex:
         header += b"\x00"
-    request._version = version
-    body = request._struct.encode(request, version=version, compact=flex, tagged=flex)
+    body = request.encode(version=version)
     return _I32.pack(len(header) + len(body)) + header + body
 
 
@@ -203,8 +206,8 @@ def decode_response(spec: ApiSpec, version: int, frame: bytes | memoryview) -> t
     if flex and spec.key != API_VERSIONS_KEY:
         pos = skip_tagged_fields(mv, pos)
     cls = spec.response[None]
-    if spec.key == API_VERSIONS_KEY and struct.unpack_from(">h", mv, pos)[0] != 0:
-        version, flex = 0, False  # KIP-511: an error reply is always v0
+    if spec.key == API_VERSIONS_KEY and struct.unpack_from(">h", mv, pos)[0] == ErrorCode.UNSUPPORTED_VERSION:
+        version, flex = 0, False  # KIP-511: an UNSUPPORTED_VERSION reply is always v0; other errors are not
     fn = cls._struct.compiled_decode_from(version, compact=flex, tagged=flex, data_class=cls)
     obj, _ = fn(mv, pos)
     obj._version = version

@@ -4,6 +4,7 @@ send full fetch requests, which KIP-227 allows)."""
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ from .common import code
 if TYPE_CHECKING:
     from logbroker.broker.server import Broker
 
+log = logging.getLogger(__name__)
 R = FetchResponse
 TR = R.FetchableTopicResponse
 PD = TR.PartitionData
@@ -56,7 +58,8 @@ def _collect(broker: Broker, body: Any, version: int, error: int = 0) -> tuple[R
                 room = min(p.partition_max_bytes, limit - total)
                 if room > 0 or total == 0:
                     data = plog.read(p.fetch_offset, max(room, 1), first_whole=total == 0)
-            except OffsetOutOfRange:
+            except OffsetOutOfRange as exc:
+                log.info("fetch from %s-%d: OFFSET_OUT_OF_RANGE: %s", t.topic, p.partition, exc)
                 parts.append(_pd(p.partition, code("OFFSET_OUT_OF_RANGE"), hwm, plog.log_start_offset))
                 continue
             total += len(data)

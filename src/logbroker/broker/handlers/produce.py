@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from kafka.protocol.producer import ProduceResponse
 
 from logbroker.protocol.connection import Request
+from logbroker.protocol.errors import ErrorCode
 from logbroker.protocol.records import InvalidBatch, validate_produce
 from logbroker.storage.producers import SequenceError
 
@@ -21,6 +22,13 @@ log = logging.getLogger(__name__)
 R = ProduceResponse
 TR = R.TopicProduceResponse
 PR = TR.PartitionProduceResponse
+
+
+def _name(error: int) -> str:
+    try:
+        return ErrorCode(error).name
+    except ValueError:
+        return f"error {error}"
 
 
 def _part(index: int, error: int, base: int = -1, start: int = -1, message: str | None = None) -> PR:
@@ -54,6 +62,7 @@ async def handle(broker: Broker, req: Request) -> Any:
         return _error_response(body, code("UNSUPPORTED_VERSION"), f"Produce v{req.version} is not supported")
     acks = body.acks
     if acks not in (-1, 0, 1):
+        log.info("refused produce from client %r: acks=%d is not -1, 0 or 1", req.header.client_id, acks)
         return _error_response(body, code("INVALID_REQUIRED_ACKS"), f"acks={acks} is not -1, 0 or 1")
     if body.transactional_id is not None:
         return _error_response(
@@ -67,11 +76,13 @@ async def handle(broker: Broker, req: Request) -> Any:
         parts = []
         for p in t.partition_data:
             if err:
+                log.info("refused produce to %s-%d: %s", t.name, p.index, _name(err))
                 parts.append(_part(p.index, err))
                 failed = True
                 continue
             plog = broker.get_log(t.name, p.index)
             if plog is None:
+                log.info("refused produce to %s-%d: no such partition", t.name, p.index)
                 parts.append(_part(p.index, code("UNKNOWN_TOPIC_OR_PARTITION")))
                 failed = True
                 continue
@@ -111,6 +122,7 @@ def _append(broker: Broker, plog: Any, topic: str, index: int, records: Any) -> 
         log.info("refused produce to %s-%d: %s", topic, index, exc)
         return _part(index, code(exc.error), message=str(exc))
     except SequenceError as exc:
+        log.info("refused produce to %s-%d: %s: %s", topic, index, exc.error, exc)
         return _part(index, code(exc.error), message=str(exc))
     if dup is not None:
         return _part(index, 0, dup.base_offset, plog.log_start_offset)
