@@ -24,7 +24,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 
 
 @pytest.fixture
-def fresh_broker(tmp_path) -> Iterator[BrokerProcess]:  # noqa: ANN001
+def fresh_broker(tmp_path) -> Iterator[BrokerProcess]:
     """A broker of this test's own, for restarts, crashes and config changes (not started)."""
     proc = BrokerProcess(tmp_path / "data")
     yield proc

@@ -12,8 +12,14 @@ from logbroker.process import BrokerProcess
 
 
 def consume_all(bootstrap: str, topic: str, partitions: int = 1, idle: float = 3.0) -> list[ck.Message]:
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "durability-check", "enable.auto.commit": False,
-                     "fetch.queue.backoff.ms": 1})
+    c = ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "durability-check",
+            "enable.auto.commit": False,
+            "fetch.queue.backoff.ms": 1,
+        }
+    )
     c.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in range(partitions)])
     out: list[ck.Message] = []
     last = time.monotonic()
@@ -57,9 +63,17 @@ def test_kill_9_under_acks_all_load_loses_no_acknowledged_record(fresh_broker: B
         else:
             failed.append(str(err))
 
-    p = ck.Producer({"bootstrap.servers": fresh_broker.bootstrap, "acks": "all", "enable.idempotence": True,
-                     "linger.ms": 2, "message.timeout.ms": 60000, "reconnect.backoff.ms": 20,
-                     "reconnect.backoff.max.ms": 200})
+    p = ck.Producer(
+        {
+            "bootstrap.servers": fresh_broker.bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 2,
+            "message.timeout.ms": 60000,
+            "reconnect.backoff.ms": 20,
+            "reconnect.backoff.max.ms": 200,
+        }
+    )
 
     def produce() -> None:
         i = 0

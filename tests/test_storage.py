@@ -167,8 +167,9 @@ def test_idempotent_duplicates_and_gaps(tmp_path: Path) -> None:
     plog = PartitionLog(tmp_path / "p", LogConfig(), True)
 
     def batch(seq: int, n: int = 2, epoch: int = 0) -> tuple[bytearray, list]:
-        buf = bytearray(build_batch([NewRecord(None, b"x")] * n, producer_id=7, producer_epoch=epoch,
-                                    base_sequence=seq))
+        buf = bytearray(
+            build_batch([NewRecord(None, b"x")] * n, producer_id=7, producer_epoch=epoch, base_sequence=seq)
+        )
         return buf, validate_produce(buf, 1 << 20)
 
     buf, hs = batch(0)

@@ -1,0 +1,103 @@
+"""The `logbroker` command: serve's configuration sources and errors, topics, produce and consume."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from logbroker.config import ConfigError, load_settings
+from logbroker.process import BrokerProcess
+
+CLI = [sys.executable, "-m", "logbroker"]
+
+
+def run(*args: str, input: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([*CLI, *args], input=input, capture_output=True, text=True, timeout=60, env=full_env)
+
+
+def test_settings_precedence_file_env_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = tmp_path / "broker.toml"
+    cfg.write_text('num_partitions = 3\nfsync = "interval"\nretention_ms = 1000\n')
+    assert load_settings(cfg).num_partitions == 3
+    monkeypatch.setenv("LOGBROKER_NUM_PARTITIONS", "5")
+    s = load_settings(cfg)
+    assert (s.num_partitions, s.fsync.value, s.retention_ms) == (5, "interval", 1000)
+    assert load_settings(cfg, num_partitions=7).num_partitions == 7
+    yml = tmp_path / "broker.yaml"
+    yml.write_text("message-max-bytes: 2000\n")
+    assert load_settings(yml).message_max_bytes == 2000
+
+
+@pytest.mark.parametrize(
+    ("content", "key"),
+    [
+        ("fsync = 'sometimes'", "fsync"),
+        ("num_partitions = 0", "num_partitions"),
+        ("listen = 'nowhere'", "listen"),
+        ("no_such_setting = 1", "no_such_setting"),
+        ("message_max_bytes = 999999999999", "message_max_bytes"),
+    ],
+)
+def test_bad_config_is_refused_naming_the_key(tmp_path: Path, content: str, key: str) -> None:
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(content + "\n")
+    with pytest.raises(ConfigError, match=key):
+        load_settings(cfg)
+    r = run("serve", "--config", str(cfg), "--data-dir", str(tmp_path / "d"))
+    assert r.returncode == 2
+    assert key in r.stderr
+
+
+def test_bad_env_and_unreadable_file(tmp_path: Path) -> None:
+    r = run("serve", "--data-dir", str(tmp_path / "d"), env={"LOGBROKER_FSYNC_INTERVAL_MS": "soon"})
+    assert r.returncode == 2 and "fsync_interval_ms" in r.stderr
+    r = run("serve", "--config", str(tmp_path / "missing.toml"))
+    assert r.returncode == 2 and "missing.toml" in r.stderr
+    (tmp_path / "broken.toml").write_text("this is = = not toml")
+    r = run("serve", "--config", str(tmp_path / "broken.toml"))
+    assert r.returncode == 2 and "not valid" in r.stderr
+
+
+def test_second_broker_on_same_data_dir_is_refused(tmp_path: Path) -> None:
+    with BrokerProcess(tmp_path / "d"):
+        r = run("serve", "--data-dir", str(tmp_path / "d"), "--listen", "127.0.0.1:0")
+        assert r.returncode == 1
+        assert "in use" in r.stderr
+
+
+def test_topics_produce_consume_round_trip(broker: BrokerProcess, topic: str) -> None:
+    b = ["-b", broker.bootstrap]
+    r = run("topics", "create", *b, topic, "-p", "2", "-c", "retention.ms=3600000")
+    assert r.returncode == 0, r.stderr
+    r = run("topics", "create", *b, topic)
+    assert r.returncode != 0 and "TOPIC_ALREADY_EXISTS" in r.stderr
+    assert topic in run("topics", "list", *b).stdout
+    r = run(
+        "produce", *b, "-t", topic, "-p", "1", "-K", ":", "-H", "src=cli", "-z", "zstd", input="k1:v1\nk2:v2\n:v3\n"
+    )
+    assert r.returncode == 0, r.stderr
+    r = run("consume", *b, "-t", topic, "-p", "1", "--from-beginning", "-e", "-f", "json")
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [(x["key"], x["value"], x["offset"]) for x in rows] == [("k1", "v1", 0), ("k2", "v2", 1), ("", "v3", 2)]
+    assert rows[0]["headers"] == [["src", "cli"]]
+    r = run("consume", *b, "-t", topic, "-o", "-1", "-e", "-c", "1")
+    assert r.stdout.strip() == "v3"
+    desc = run("topics", "describe", *b, topic).stdout
+    assert "retention.ms" in desc and "3600000" in desc
+    assert run("topics", "delete", *b, topic).returncode == 0
+    r = run("topics", "describe", *b, topic)
+    assert r.returncode != 0 and "UNKNOWN_TOPIC_OR_PARTITION" in r.stderr
+
+
+def test_unreachable_broker_is_a_clear_error() -> None:
+    from logbroker.process import free_port
+
+    r = run("topics", "list", "-b", f"127.0.0.1:{free_port()}")
+    assert r.returncode != 0 and "cannot reach" in r.stderr
