@@ -110,13 +110,16 @@ class Broker:
         log.info("logbroker stopped cleanly")
 
     async def _housekeeping(self) -> None:
+        """Connection timeouts every second; retention every `retention_check_interval_ms`."""
         interval = self.settings.retention_check_interval_ms / 1000
+        last_retention = time.monotonic()
         while True:
             await asyncio.sleep(min(interval, 1.0))
             now = time.monotonic()
             for conn in list(self._connections):
                 conn.check_timeouts(now)
-            if int(now / interval) != int((now - min(interval, 1.0)) / interval) and self.logs is not None:
+            if now - last_retention >= interval and self.logs is not None:
+                last_retention = now
                 deleted = self.logs.enforce_retention()
                 if deleted:
                     log.info("retention deleted %d segments", deleted)
