@@ -512,8 +512,10 @@ class TansuPeer(_Peer):
 
 # ----------------------------------------------------------------------------- Kafka
 
+# shutdownHook=disable keeps Kafka's own shutdown logging going through JVM exit.
 _LOG4J2 = """\
 status = warn
+shutdownHook = disable
 appender.out.type = Console
 appender.out.name = out
 appender.out.target = SYSTEM_OUT
@@ -551,10 +553,12 @@ def kafka_cluster_id() -> str:
 
 
 def _props_text(props: Mapping[str, object]) -> str:
-    def esc(s: str) -> str:
+    def text(v: object) -> str:
+        # Python's True/False would reach Kafka as "True"; keep the canonical spelling.
+        s = str(v).lower() if isinstance(v, bool) else str(v)
         return s.replace("\\", "\\\\").replace("\n", "\\n")
 
-    return "".join(f"{k}={esc(str(v))}\n" for k, v in props.items())
+    return "".join(f"{k}={text(v)}\n" for k, v in props.items())
 
 
 @dataclass
