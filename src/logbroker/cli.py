@@ -73,7 +73,7 @@ BOOTSTRAP = click.option(
 )
 
 
-def _client(bootstrap: str):  # noqa: ANN202 - lazy import keeps `serve` start-up lean
+def _client(bootstrap: str):
     from logbroker.client import KafkaClient
 
     try:
@@ -322,7 +322,7 @@ def consume(
     click.echo(f"consumed {printed} record(s)", err=True)
 
 
-def _print_record(r, partition, fmt, base64, json) -> None:  # noqa: ANN001
+def _print_record(r, partition, fmt, base64, json) -> None:
     def text(b: bytes | None) -> str | None:
         if b is None:
             return None

@@ -53,6 +53,12 @@ class BrokerSettings(BaseSettings):
     request_timeout_ms: int = Field(30_000, ge=100, description="a request must arrive whole within this")
     max_connections: int = Field(10_000, ge=1)
     max_pipelined_requests: int = Field(100, ge=1)
+    group_initial_rebalance_delay_ms: int = Field(
+        100, ge=0, description="wait for more members before the first rebalance of an empty group (Kafka: 3000)"
+    )
+    group_min_session_timeout_ms: int = Field(1000, ge=1)
+    group_max_session_timeout_ms: int = Field(1_800_000, ge=1)
+    offsets_retention_minutes: int = Field(7 * 24 * 60, ge=1, description="committed offsets of empty groups")
     log_level: str = "INFO"
 
     @field_validator("listen")

@@ -20,6 +20,8 @@ from logbroker.protocol.errors import ProtocolError
 from logbroker.storage import LogConfig, LogManager, PartitionLog
 
 from .flusher import Flusher
+from .groups.coordinator import Coordinator, CoordinatorConfig
+from .groups.store import GroupStore
 from .handlers import HANDLERS
 from .producer_ids import ProducerIdAllocator
 
@@ -39,6 +41,7 @@ class Broker:
         self.flusher = Flusher(settings.fsync, settings.fsync_interval_ms)
         self.cluster_id = ""
         self.producer_ids: ProducerIdAllocator | None = None
+        self._groups: Coordinator | None = None
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[ClientConnection] = set()
         self._append_waiters: dict[tuple[str, int], set[asyncio.Future[None]]] = {}
@@ -65,6 +68,18 @@ class Broker:
         self.logs = LogManager(data, self.log_defaults)
         self.cluster_id = _cluster_id(data)
         self.producer_ids = ProducerIdAllocator(data / "__producer_ids")
+        s = self.settings
+        self._groups = Coordinator(
+            GroupStore(data, self.logs.clean_start),
+            CoordinatorConfig(
+                initial_rebalance_delay_ms=s.group_initial_rebalance_delay_ms,
+                min_session_timeout_ms=s.group_min_session_timeout_ms,
+                max_session_timeout_ms=s.group_max_session_timeout_ms,
+                offsets_retention_ms=s.offsets_retention_minutes * 60_000,
+            ),
+            self._persist_internal,
+        )
+        self._groups.start()
         self.flusher.start()
         host, port = _listen_addr(self.settings.listen)
         self._server = await asyncio.get_running_loop().create_server(
@@ -104,7 +119,11 @@ class Broker:
         for fut in itertools.chain.from_iterable(self._append_waiters.values()):
             if not fut.done():
                 fut.set_result(None)
+        if self._groups is not None:
+            await self._groups.stop()
         await self.flusher.close()
+        if self._groups is not None:
+            self._groups.store.close()
         if self.logs is not None:
             self.logs.close()
         log.info("logbroker stopped cleanly")
@@ -126,6 +145,16 @@ class Broker:
 
     # ------------------------------------------------------------------ services for handlers
 
+    @property
+    def groups(self) -> Coordinator:
+        assert self._groups is not None
+        return self._groups
+
+    async def _persist_internal(self, plog: PartitionLog) -> None:
+        """Internal records (group state, offsets) are durable under the same policy as data."""
+        self.flusher.written(plog)
+        await self.flusher.commit()
+
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
         assert self.logs is not None
         return self.logs.get(topic, partition)
@@ -140,6 +169,11 @@ class Broker:
     def appended_all(self, topic: str, partitions: int) -> None:
         for i in range(partitions):
             self.appended(topic, i)
+
+    def topic_deleted(self, topic: str, partitions: int) -> None:
+        self.appended_all(topic, partitions)
+        if self._groups is not None:
+            self._groups.forget_topic(topic)
 
     async def wait_for_data(self, keys: list[tuple[str, int]], timeout: float) -> None:
         """Long poll: wake when any of these partitions gets data, or after `timeout` seconds."""
@@ -189,6 +223,7 @@ class ClientConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.pending: deque[asyncio.Future[list[bytes] | None]] = deque()
         self.peer = "?"
+        self.host = ""
         self.last_activity = time.monotonic()
         self.partial_since: float | None = None
         self._read_paused = False
@@ -204,6 +239,7 @@ class ClientConnection(asyncio.Protocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.host = f"/{peer[0]}" if peer else ""
         b = self.broker
         if len(b._connections) >= b.settings.max_connections or b._stopping:
             log.warning("refusing connection from %s: too many connections", self.peer)
@@ -260,6 +296,8 @@ class ClientConnection(asyncio.Protocol):
             self.transport.pause_reading()
 
     def eof_received(self) -> bool:
+        if self.codec.buffered:
+            log.info("connection from %s closed with %d bytes of an incomplete request", self.peer, self.codec.buffered)
         # Let pending responses drain; the transport closes once we return False after writes.
         return False
 
@@ -267,6 +305,7 @@ class ClientConnection(asyncio.Protocol):
 
     def _dispatch(self, req: Request) -> None:
         self.broker.stats["requests"] += 1
+        req.client_host = self.host
         handler = HANDLERS.get(req.api_key)
         fut: asyncio.Future[list[bytes] | None] = asyncio.get_running_loop().create_future()
         self.pending.append(fut)

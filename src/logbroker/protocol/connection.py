@@ -37,6 +37,7 @@ class Request:
     # this error (ApiVersions' KIP-511 fallback, Produce/Fetch versions advertised only for old probes).
     version_error: ErrorCode | None = None
     size: int = 0
+    client_host: str = ""
 
     @property
     def api_key(self) -> int:

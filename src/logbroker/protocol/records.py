@@ -126,9 +126,9 @@ def iter_headers(buf: bytes | bytearray | memoryview, verify_crc: bool = False) 
         if end - pos < length + LOG_OVERHEAD or end - pos < HEADER_SIZE:
             return
         h = parse_header(buf, pos)
-        if verify_crc and h.magic == 2:
-            if crc32c(memoryview(buf)[pos + ATTRIBUTES : pos + LOG_OVERHEAD + length]) != h.crc:
-                raise InvalidBatch(f"CRC mismatch in batch at position {pos}")
+        covered = memoryview(buf)[pos + ATTRIBUTES : pos + LOG_OVERHEAD + length]
+        if verify_crc and h.magic == 2 and crc32c(covered) != h.crc:
+            raise InvalidBatch(f"CRC mismatch in batch at position {pos}")
         yield h
         pos += LOG_OVERHEAD + length
 

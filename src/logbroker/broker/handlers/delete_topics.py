@@ -45,7 +45,7 @@ def handle(broker: Broker, req: Request) -> R:
             if meta is not None and meta.internal:
                 raise TopicError("INVALID_REQUEST", f"internal topic {name!r} cannot be deleted")
             meta = broker.logs.delete_topic(name or "")
-            broker.appended_all(meta.name, meta.partitions)
+            broker.topic_deleted(meta.name, meta.partitions)
             results.append(TR(name=name, topic_id=uuid.UUID(meta.topic_id), error_code=0, error_message=None))
         except TopicError as exc:
             results.append(

@@ -1,0 +1,57 @@
+"""DescribeGroups (15): state, protocol and members with their metadata and assignments."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kafka.protocol.admin import DescribeGroupsResponse
+
+from logbroker.protocol.connection import Request
+
+if TYPE_CHECKING:
+    from logbroker.broker.server import Broker
+
+R = DescribeGroupsResponse
+DG = R.DescribedGroup
+
+
+def handle(broker: Broker, req: Request) -> R:
+    out = []
+    for gid in req.body.groups:
+        g = broker.groups.groups.get(gid)
+        if g is None:
+            out.append(
+                DG(
+                    error_code=0,
+                    group_id=gid,
+                    group_state="Dead",
+                    protocol_type="",
+                    protocol_data="",
+                    members=[],
+                    authorized_operations=None,
+                )
+            )
+            continue
+        members = [
+            DG.DescribedGroupMember(
+                member_id=m.member_id,
+                group_instance_id=m.instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                member_metadata=m.metadata_for(g.protocol),
+                member_assignment=m.assignment,
+            )
+            for m in g.members.values()
+        ]
+        out.append(
+            DG(
+                error_code=0,
+                group_id=gid,
+                group_state=g.state.value,
+                protocol_type=g.protocol_type or "",
+                protocol_data=g.protocol or "",
+                members=members,
+                authorized_operations=None,
+            )
+        )
+    return R(throttle_time_ms=0, groups=out)

@@ -1,0 +1,37 @@
+"""FindCoordinator (10): this broker coordinates every group; transactions are not offered."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kafka.protocol.metadata import FindCoordinatorResponse
+
+from logbroker.protocol.connection import Request
+from logbroker.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from logbroker.broker.server import Broker
+
+R = FindCoordinatorResponse
+GROUP = 0
+
+
+def _answer(broker: Broker, key: str, key_type: int) -> tuple[int, str | None, int, str, int]:
+    if key_type != GROUP:
+        return int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "only consumer-group coordinators exist here", -1, "", -1
+    if not key:
+        return int(ErrorCode.INVALID_REQUEST), "empty group id", -1, "", -1
+    return 0, None, broker.node_id, broker.host, broker.port
+
+
+def handle(broker: Broker, req: Request) -> R:
+    body = req.body
+    key_type = body.key_type if req.version >= 1 else GROUP
+    if req.version >= 4:
+        coords = []
+        for key in body.coordinator_keys:
+            err, msg, node, host, port = _answer(broker, key, key_type)
+            coords.append(R.Coordinator(key=key, node_id=node, host=host, port=port, error_code=err, error_message=msg))
+        return R(throttle_time_ms=0, coordinators=coords)
+    err, msg, node, host, port = _answer(broker, body.key, key_type)
+    return R(throttle_time_ms=0, error_code=err, error_message=msg, node_id=node, host=host, port=port)

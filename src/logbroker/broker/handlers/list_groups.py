@@ -1,0 +1,33 @@
+"""ListGroups (16): every group with its state (v4 filters by state, v5 by type)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kafka.protocol.admin import ListGroupsResponse
+
+from logbroker.protocol.connection import Request
+
+if TYPE_CHECKING:
+    from logbroker.broker.server import Broker
+
+R = ListGroupsResponse
+
+
+def handle(broker: Broker, req: Request) -> R:
+    b = req.body
+    states = {s.lower() for s in b.states_filter} if req.version >= 4 and b.states_filter else None
+    types = {t.lower() for t in b.types_filter} if req.version >= 5 and b.types_filter else None
+    out = []
+    for g in sorted(broker.groups.groups.values(), key=lambda g: g.group_id):
+        gtype = g.group_type
+        if states is not None and g.state.value.lower() not in states:
+            continue
+        if types is not None and gtype not in types:
+            continue
+        out.append(
+            R.ListedGroup(
+                group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state.value, group_type=gtype
+            )
+        )
+    return R(throttle_time_ms=0, error_code=0, groups=out)

@@ -1,0 +1,37 @@
+"""SyncGroup (14): the leader hands in assignments; followers wait for theirs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kafka.protocol.consumer import SyncGroupResponse
+
+from logbroker.protocol.connection import Request
+
+if TYPE_CHECKING:
+    from logbroker.broker.server import Broker
+
+R = SyncGroupResponse
+
+
+async def handle(broker: Broker, req: Request) -> R:
+    b = req.body
+    v = req.version
+    groups = broker.groups
+    err, assignment = await groups.sync(
+        b.group_id,
+        b.member_id,
+        b.generation_id,
+        b.group_instance_id if v >= 3 else None,
+        b.protocol_type if v >= 5 else None,
+        b.protocol_name if v >= 5 else None,
+        {a.member_id: bytes(a.assignment) for a in b.assignments or []},
+    )
+    g = groups.groups.get(b.group_id)
+    return R(
+        throttle_time_ms=0,
+        error_code=int(err),
+        protocol_type=g.protocol_type if g else None,
+        protocol_name=g.protocol if g else None,
+        assignment=assignment,
+    )
