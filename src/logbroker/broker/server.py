@@ -78,6 +78,7 @@ class Broker:
                 offsets_retention_ms=s.offsets_retention_minutes * 60_000,
             ),
             self._persist_internal,
+            self._topic_table,
         )
         self._groups.start()
         self.flusher.start()
@@ -149,6 +150,10 @@ class Broker:
     def groups(self) -> Coordinator:
         assert self._groups is not None
         return self._groups
+
+    def _topic_table(self) -> dict[str, tuple[str, int]]:
+        assert self.logs is not None
+        return {n: (m.topic_id, m.partitions) for n, m in self.logs.topics.items() if not m.internal}
 
     async def _persist_internal(self, plog: PartitionLog) -> None:
         """Internal records (group state, offsets) are durable under the same policy as data."""

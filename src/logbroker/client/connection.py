@@ -7,7 +7,7 @@ import itertools
 import socket
 import struct
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,12 +150,24 @@ class KafkaClient:
         host, port = parse_bootstrap(bootstrap)
         self.conn = Connection(host, port, client_id, timeout)
         self._leaders: dict[tuple[str, int], Connection] = {}
+        self._nodes: dict[tuple[str, int], Connection] = {}
 
     def close(self) -> None:
-        for c in self._leaders.values():
+        for c in {id(c): c for c in [*self._leaders.values(), *self._nodes.values()]}.values():
             if c is not self.conn:
                 c.close()
         self.conn.close()
+
+    def node_connection(self, host: str, port: int) -> Connection:
+        """A connection to the broker at host:port, shared with every other user of that broker."""
+        if (host, port) == (self.conn.host, self.conn.port):
+            return self.conn
+        c = self._nodes.get((host, port))
+        if c is None:
+            c = next((x for x in self._leaders.values() if (x.host, x.port) == (host, port)), None)
+            c = c or Connection(host, port, self.conn.client_id, self.conn.timeout)
+            self._nodes[(host, port)] = c
+        return c
 
     def __enter__(self) -> KafkaClient:
         return self
@@ -200,12 +212,7 @@ class KafkaClient:
             check(t.error_code, context=f"topic {topic}")
             for p in t.partitions:
                 host, port = brokers[p.leader_id]
-                if (host, port) == (self.conn.host, self.conn.port):
-                    c = self.conn
-                else:
-                    c = next((x for x in self._leaders.values() if (x.host, x.port) == (host, port)), None)
-                    c = c or Connection(host, port, self.conn.client_id, self.conn.timeout)
-                self._leaders[(topic, p.partition_index)] = c
+                self._leaders[(topic, p.partition_index)] = self.node_connection(host, port)
         if key not in self._leaders:
             raise BrokerError(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), context=f"{topic}-{partition}")
         return self._leaders[key]
@@ -274,6 +281,66 @@ class KafkaClient:
         p = self.leader(topic, partition).do(req).topics[0].partitions[0]
         check(p.error_code, context=f"list offsets {topic}-{partition}")
         return p.offset
+
+    def partitions_of(self, topics: Sequence[str]) -> dict[str, list[int]]:
+        """Partition ids of each topic; raises BrokerError for a topic the broker does not know."""
+        if not topics:
+            return {}
+        md = self.metadata(list(topics))
+        out = {}
+        for t in md.topics:
+            check(t.error_code, context=f"topic {t.name}")
+            out[t.name] = sorted(p.partition_index for p in t.partitions)
+        return out
+
+    def list_offsets(
+        self, partitions: Iterable[tuple[str, int]], timestamp: int, strict: bool = True
+    ) -> dict[tuple[str, int], int]:
+        """ListOffsets for many partitions, one request per leader. `timestamp` is -1 (latest), -2
+        (earliest) or a time in ms (offset -1 when no record is that recent). With strict=False a partition
+        the broker answers with an error is left out of the result instead of raising."""
+        wanted = sorted(set(partitions))
+        if not wanted:
+            return {}
+        by_conn: dict[int, tuple[Connection, list[tuple[str, int]]]] = {}
+        for tp in wanted:
+            try:
+                conn = self.leader(*tp)
+            except BrokerError:
+                if strict:
+                    raise
+                continue
+            by_conn.setdefault(id(conn), (conn, []))[1].append(tp)
+        R = ListOffsetsRequest
+        out: dict[tuple[str, int], int] = {}
+        for conn, tps in by_conn.values():
+            topics: dict[str, list[int]] = {}
+            for t, p in tps:
+                topics.setdefault(t, []).append(p)
+            req = R(
+                replica_id=-1,
+                isolation_level=0,
+                topics=[
+                    R.ListOffsetsTopic(
+                        name=t,
+                        partitions=[
+                            R.ListOffsetsTopic.ListOffsetsPartition(
+                                partition_index=p, current_leader_epoch=-1, timestamp=timestamp
+                            )
+                            for p in ps
+                        ],
+                    )
+                    for t, ps in topics.items()
+                ],
+            )
+            for tr in conn.do(req).topics:
+                for pr in tr.partitions:
+                    if pr.error_code:
+                        if strict:
+                            check(pr.error_code, context=f"list offsets {tr.name}-{pr.partition_index}")
+                        continue
+                    out[(tr.name, pr.partition_index)] = pr.offset
+        return out
 
     # ------------------------------------------------------------------ data
 

@@ -69,6 +69,12 @@ from kafka.protocol.producer import (
 )
 
 from .errors import ErrorCode, ProtocolError
+from .kip848 import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +113,8 @@ APIS: dict[int, ApiSpec] = {
         _spec(DescribeGroupsRequest, DescribeGroupsResponse, 0, 6),
         _spec(ListGroupsRequest, ListGroupsResponse, 0, 5),
         _spec(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
+        _spec(ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, 0, 1),
+        _spec(ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, 0, 0),
         _spec(ApiVersionsRequest, ApiVersionsResponse, 0, 4),
         _spec(CreateTopicsRequest, CreateTopicsResponse, 2, 7),
         _spec(DeleteTopicsRequest, DeleteTopicsResponse, 1, 6),

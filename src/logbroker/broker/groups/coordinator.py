@@ -138,6 +138,10 @@ class Group:
     def group_type(self) -> str:
         return "classic"
 
+    @property
+    def state_name(self) -> str:
+        return self.state.value
+
     def all_joined(self) -> bool:
         return not self.pending and all(m.join_future is not None for m in self.members.values())
 
@@ -184,6 +188,8 @@ class CoordinatorConfig:
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     offset_metadata_max_bytes: int = 4096
     max_group_size: int = 1000
+    consumer_session_timeout_ms: int = 45_000
+    consumer_heartbeat_interval_ms: int = 5_000
 
 
 def _now_ms() -> int:
@@ -193,10 +199,21 @@ def _now_ms() -> int:
 class Coordinator:
     """All groups of the broker. Runs on the event loop; persistence goes through `GroupStore`."""
 
-    def __init__(self, store: GroupStore, config: CoordinatorConfig, persist: Callable[[Any], Any]) -> None:
+    def __init__(
+        self,
+        store: GroupStore,
+        config: CoordinatorConfig,
+        persist: Callable[[Any], Any],
+        topics: Callable[[], dict[str, tuple[str, int]]] | None = None,
+    ) -> None:
+        from .consumer import ConsumerGroups
+
         self.store = store
         self.config = config
-        self.groups: dict[str, Group] = {}
+        self.groups: dict[str, Any] = {}  # Group (classic) or ConsumerGroup (KIP-848)
+        self.consumer = ConsumerGroups(
+            topics or dict, config.consumer_session_timeout_ms, config.consumer_heartbeat_interval_ms
+        )
         self._persist_cb = persist  # awaits the broker's fsync policy for a written log
         self._sweeper: asyncio.Task[None] | None = None
         self._load()
@@ -206,6 +223,18 @@ class Coordinator:
     def _load(self) -> None:
         for key, value in self.store.load().items():
             kind, gid = key[0], key[1]
+            if kind == "g" and value.get("type") == "consumer":
+                from .consumer import ConsumerGroup
+
+                cg = ConsumerGroup.from_json(gid, value)
+                old = self.groups.get(gid)
+                if old is not None:
+                    cg.offsets = old.offsets
+                self.groups[gid] = cg
+                now = time.monotonic()
+                for m in cg.members.values():
+                    m.deadline = now + self.config.consumer_session_timeout_ms / 1000
+                continue
             g = self.groups.setdefault(gid, Group(gid))
             if kind == "o":
                 g.offsets[(key[2], key[3])] = Committed(*value)
@@ -223,10 +252,14 @@ class Coordinator:
                 # A group caught mid-rebalance resumes as Stable with its last assignment: members
                 # that rejoin trigger a fresh rebalance exactly as after a coordinator move in Kafka.
                 g.state = GroupState.STABLE if g.members else GroupState.EMPTY
-        for gid in [gid for gid, g in self.groups.items() if not g.members and not g.offsets and not g.generation]:
+        for gid in [
+            gid for gid, g in self.groups.items() if not g.members and not g.offsets and not getattr(g, "generation", 1)
+        ]:
             del self.groups[gid]
 
-    def _group_record(self, g: Group) -> tuple[tuple[Any, ...], Any]:
+    def _group_record(self, g: Any) -> tuple[tuple[Any, ...], Any]:
+        if g.group_type == "consumer":
+            return ("g", g.group_id), g.to_json()
         value = {
             "generation": g.generation,
             "protocol_type": g.protocol_type,
@@ -259,6 +292,8 @@ class Coordinator:
             except asyncio.CancelledError:
                 pass
         for g in self.groups.values():
+            if g.group_type == "consumer":
+                continue
             for m in g.members.values():
                 for fut in (m.join_future, m.sync_future):
                     if fut is not None and not fut.done():
@@ -270,7 +305,11 @@ class Coordinator:
             await asyncio.sleep(0.05)
             now = time.monotonic()
             for g in list(self.groups.values()):
-                self._sweep_group(g, now)
+                if g.group_type == "consumer":
+                    if self.consumer.expire(g, now):
+                        self._persist_soon(g)
+                else:
+                    self._sweep_group(g, now)
             if now - last_retention > 60:
                 last_retention = now
                 await self.expire_offsets()
@@ -297,7 +336,7 @@ class Coordinator:
         cutoff = _now_ms() - self.config.offsets_retention_ms
         deletes: list[tuple[tuple[Any, ...], Any]] = []
         for g in list(self.groups.values()):
-            if g.state != GroupState.EMPTY:
+            if g.state != GroupState.EMPTY or g.members:
                 continue
             for tp, c in list(g.offsets.items()):
                 if max(c.commit_ms, g.empty_since_ms) < cutoff:
@@ -409,6 +448,12 @@ class Coordinator:
         if not protocols or not protocol_type:
             return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
         g = self.groups.get(group_id)
+        if g is not None and g.group_type == "consumer":
+            if g.members:
+                return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
+            old, g = g, Group(group_id, offsets=g.offsets)
+            self.groups[group_id] = g
+            del old
         if g is None:
             g = self.groups[group_id] = Group(group_id)
         if g.members and g.protocol_type != protocol_type:
@@ -567,7 +612,7 @@ class Coordinator:
         assignments: dict[str, bytes],
     ) -> tuple[E, bytes]:
         g = self.groups.get(group_id)
-        if g is None or member_id not in g.members:
+        if g is None or g.group_type != "classic" or member_id not in g.members:
             return E.UNKNOWN_MEMBER_ID, b""
         if instance_id is not None and g.instances.get(instance_id) != member_id:
             return E.FENCED_INSTANCE_ID, b""
@@ -607,6 +652,8 @@ class Coordinator:
 
     def heartbeat(self, group_id: str, member_id: str, generation: int, instance_id: str | None) -> E:
         g = self.groups.get(group_id)
+        if g is not None and g.group_type != "classic":
+            return E.UNKNOWN_MEMBER_ID
         if g is None or member_id not in g.members:
             if g is not None and instance_id is not None and instance_id in g.instances:
                 return E.FENCED_INSTANCE_ID
@@ -623,7 +670,7 @@ class Coordinator:
 
     def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[E, list[tuple[str, str | None, E]]]:
         g = self.groups.get(group_id)
-        if g is None:
+        if g is None or g.group_type != "classic":
             return E.UNKNOWN_MEMBER_ID, [(mid, iid, E.UNKNOWN_MEMBER_ID) for mid, iid in members]
         results = []
         removed = False
@@ -654,6 +701,34 @@ class Coordinator:
         top = E.NONE if len(members) != 1 or results[0][2] == E.NONE else results[0][2]
         return top, results
 
+    async def consumer_heartbeat(self, req: Any, client_id: str, client_host: str) -> Any:
+        """KIP-848 ConsumerGroupHeartbeat; returns a consumer.HeartbeatResult."""
+        from .consumer import ConsumerGroup, HeartbeatResult
+
+        if not req.group_id:
+            return HeartbeatResult(E.INVALID_REQUEST, message="group id must not be empty")
+        g = self.groups.get(req.group_id)
+        if g is not None and g.group_type != "consumer":
+            if g.members:
+                return HeartbeatResult(
+                    E.GROUP_ID_NOT_FOUND, message=f"group {req.group_id} is a classic group with members"
+                )
+            g = None if not g.offsets else ConsumerGroup(req.group_id, offsets=g.offsets)
+            if g is not None:
+                self.groups[req.group_id] = g
+            else:
+                del self.groups[req.group_id]
+        if g is None:
+            if req.member_epoch != 0:
+                return HeartbeatResult(E.UNKNOWN_MEMBER_ID, message=f"group {req.group_id} does not exist")
+            g = self.groups[req.group_id] = ConsumerGroup(req.group_id)
+        if req.member_epoch == 0 and req.member_id not in g.members and len(g.members) >= self.config.max_group_size:
+            return HeartbeatResult(E.GROUP_MAX_SIZE_REACHED)
+        result, changed = self.consumer.heartbeat(g, req, client_id, client_host)
+        if changed:
+            await self._persist([self._group_record(g)])
+        return result
+
     # ------------------------------------------------------------------ offsets
 
     def check_commit(self, group_id: str, member_id: str, generation: int, instance_id: str | None) -> E:
@@ -665,6 +740,8 @@ class Coordinator:
             if g is not None and g.members:
                 return E.ILLEGAL_GENERATION
             return E.NONE
+        if g is not None and g.group_type == "consumer":
+            return self.consumer.check_commit(g, member_id, generation)
         if g is None or member_id not in g.members:
             return E.UNKNOWN_MEMBER_ID
         if instance_id is not None and g.instances.get(instance_id) != member_id:

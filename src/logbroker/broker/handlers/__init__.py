@@ -7,6 +7,8 @@ from typing import Any
 
 from . import (
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_partitions,
     create_topics,
     delete_groups,
@@ -48,6 +50,8 @@ HANDLERS: dict[int, Any] = {
     16: list_groups.handle,
     42: delete_groups.handle,
     47: offset_delete.handle,
+    68: consumer_group_heartbeat.handle,
+    69: consumer_group_describe.handle,
     18: api_versions.handle,
     19: create_topics.handle,
     20: delete_topics.handle,

@@ -47,7 +47,7 @@ def handle(broker: Broker, req: Request) -> R:
             DG(
                 error_code=0,
                 group_id=gid,
-                group_state=g.state.value,
+                group_state=g.state_name,
                 protocol_type=g.protocol_type or "",
                 protocol_data=g.protocol or "",
                 members=members,

@@ -21,13 +21,13 @@ def handle(broker: Broker, req: Request) -> R:
     out = []
     for g in sorted(broker.groups.groups.values(), key=lambda g: g.group_id):
         gtype = g.group_type
-        if states is not None and g.state.value.lower() not in states:
+        if states is not None and g.state_name.lower() not in states:
             continue
         if types is not None and gtype not in types:
             continue
         out.append(
             R.ListedGroup(
-                group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state.value, group_type=gtype
+                group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state_name, group_type=gtype
             )
         )
     return R(throttle_time_ms=0, error_code=0, groups=out)

@@ -27,11 +27,23 @@ def handle(broker: Broker, req: Request) -> R:
     body = req.body
     v = req.version
     auto = bool(body.allow_auto_topic_creation) if v >= 4 else True
+    unknown_ids: list[uuid.UUID] = []
     if body.topics is None or (v == 0 and not body.topics):
         names = [n for n, m in broker.logs.topics.items() if not m.internal]
         requested = False
     else:
-        names = [t.name for t in body.topics if t.name is not None]
+        names = []
+        by_id = {m.topic_id: n for n, m in broker.logs.topics.items()}
+        for t in body.topics:
+            if t.name is not None:
+                names.append(t.name)
+            elif v >= 10 and t.topic_id is not None and t.topic_id != ZERO_UUID:
+                # KIP-516 lookup by id (KIP-848 clients resolve their assignment this way).
+                name = by_id.get(str(t.topic_id))
+                if name is None:
+                    unknown_ids.append(t.topic_id)
+                else:
+                    names.append(name)
         requested = True
     topics = []
     for name in names:
@@ -68,6 +80,17 @@ def handle(broker: Broker, req: Request) -> R:
                 topic_id=uuid.UUID(meta.topic_id),
                 is_internal=meta.internal,
                 partitions=parts,
+                authorized_operations=NO_OPS,
+            )
+        )
+    for tid in unknown_ids:
+        topics.append(
+            T(
+                error_code=code("UNKNOWN_TOPIC_ID"),
+                name=None,
+                topic_id=tid,
+                is_internal=False,
+                partitions=[],
                 authorized_operations=NO_OPS,
             )
         )
