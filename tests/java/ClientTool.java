@@ -14,17 +14,24 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.TreeMap;
+import java.util.TreeSet;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.CommitFailedException;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -32,6 +39,8 @@ import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.errors.RebalanceInProgressException;
+import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
@@ -61,12 +70,34 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *          [--count N (-1: until timeout)] [--timeout-ms M]
  * metadata --bootstrap B
  * create-topic --bootstrap B --topic T [--partitions N] [--replication-factor R] [--config k=v]
+ * group-consume --bootstrap B --topic T --group G [--strategy range|roundrobin|sticky|cooperative-sticky[,..]]
+ *          [--instance-id I] [--session-timeout-ms N] [--heartbeat-interval-ms N]
+ *          [--group-protocol classic|consumer] [--auto-offset-reset earliest|latest|none]
  * </pre>
  *
- * <p>The consumer uses assign() plus explicit seeks and never sets group.id, so no group
+ * <p>The consume subcommand uses assign() plus explicit seeks and never sets group.id, so no group
  * coordinator is involved. Exit codes: 0 ok, 1 client error, 2 usage, 3 fewer records than
  * --count before the timeout (records read so far are still printed). Logging goes to
  * slf4j-nop so stdout stays pure data.
+ *
+ * <p>group-consume subscribes as a member of consumer group G and runs until stdin says
+ * {@code stop} or closes; then it closes the consumer (which leaves the group unless it is a
+ * static member). Options it is not given keep the client's defaults. It prints one JSON
+ * object per line, each with an "event" and the wall-clock "t" in ms:
+ *
+ * <pre>
+ * {"event":"subscribed"}                              just before subscribe()
+ * {"event":"assigned"|"revoked"|"lost","partitions":[P..]}   from the rebalance listener
+ *                                                     (cooperative protocols: only the change)
+ * {"event":"generation","generation":N,"member_id":S} whenever the group generation changes
+ * {"event":"record","partition":P,"offset":O,"value":S}      value as UTF-8 text
+ * {"event":"committed","offsets":{"P":NEXT_OFFSET}}    after each successful commitSync()
+ * {"event":"commit_failed","error":S}
+ * {"event":"closed"}                                  after close() returned
+ * </pre>
+ *
+ * <p>Records are committed synchronously after each processed batch and again when partitions
+ * are revoked (at-least-once, no duplicates across a clean rebalance).
  */
 public final class ClientTool {
     private ClientTool() {}
@@ -83,6 +114,7 @@ public final class ClientTool {
                 case "consume" -> code = consume(opts);
                 case "metadata" -> code = metadata(opts);
                 case "create-topic" -> code = createTopic(opts);
+                case "group-consume" -> code = groupConsume(opts);
                 default -> {
                     usage("unknown subcommand " + argv[0]);
                     code = 2;
@@ -103,7 +135,7 @@ public final class ClientTool {
 
     private static void usage(String why) {
         System.err.println("ClientTool: " + why
-                + "\nusage: ClientTool produce|consume|metadata|create-topic --bootstrap B ... (see source)");
+                + "\nusage: ClientTool produce|consume|metadata|create-topic|group-consume --bootstrap B ... (see source)");
         System.exit(2);
     }
 
@@ -291,6 +323,164 @@ public final class ClientTool {
             admin.createTopics(List.of(topic)).all().get(60, TimeUnit.SECONDS);
         }
         return 0;
+    }
+
+    private static final Map<String, String> ASSIGNORS = Map.of(
+            "range", "org.apache.kafka.clients.consumer.RangeAssignor",
+            "roundrobin", "org.apache.kafka.clients.consumer.RoundRobinAssignor",
+            "sticky", "org.apache.kafka.clients.consumer.StickyAssignor",
+            "cooperative-sticky", "org.apache.kafka.clients.consumer.CooperativeStickyAssignor");
+
+    private static int groupConsume(Opts o) {
+        String topic = o.required("topic");
+        Properties props = o.clientProps();
+        props.put(ConsumerConfig.GROUP_ID_CONFIG, o.required("group"));
+        props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, o.get("auto-offset-reset", "earliest"));
+        if (o.has("group-protocol")) {
+            props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, o.get("group-protocol", "classic"));
+        }
+        if (o.has("strategy")) {
+            List<String> classes = new ArrayList<>();
+            for (String name : o.get("strategy", "").split(",")) {
+                String cls = ASSIGNORS.get(name.trim());
+                if (cls == null) {
+                    usage("unknown --strategy " + name);
+                }
+                classes.add(cls);
+            }
+            props.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, String.join(",", classes));
+        }
+        if (o.has("instance-id")) {
+            props.put(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, o.get("instance-id", null));
+        }
+        if (o.has("session-timeout-ms")) {
+            props.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, o.get("session-timeout-ms", null));
+        }
+        if (o.has("heartbeat-interval-ms")) {
+            props.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, o.get("heartbeat-interval-ms", null));
+        }
+        props.putAll(o.properties);
+
+        PrintWriter out = stdout();
+        AtomicBoolean running = new AtomicBoolean(true);
+        // Offsets processed but not yet committed; touched only by the polling thread.
+        Map<TopicPartition, OffsetAndMetadata> pending = new HashMap<>();
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
+            Thread stdin = new Thread(() -> {
+                try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
+                    String line;
+                    while ((line = in.readLine()) != null && !line.trim().equals("stop")) {
+                        // only "stop" (or the end of input) means anything
+                    }
+                } catch (Exception e) {
+                    // a broken stdin counts as its end
+                }
+                running.set(false);
+                consumer.wakeup();
+            }, "stdin-stop");
+            stdin.setDaemon(true);
+            stdin.start();
+
+            ConsumerRebalanceListener listener = new ConsumerRebalanceListener() {
+                @Override
+                public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
+                    commit(consumer, pending, out);
+                    pending.keySet().removeAll(partitions);
+                    partitionsEvent(out, "revoked", partitions);
+                }
+
+                @Override
+                public void onPartitionsAssigned(Collection<TopicPartition> partitions) {
+                    partitionsEvent(out, "assigned", partitions);
+                }
+
+                @Override
+                public void onPartitionsLost(Collection<TopicPartition> partitions) {
+                    pending.keySet().removeAll(partitions);
+                    partitionsEvent(out, "lost", partitions);
+                }
+            };
+            emit(out, row("subscribed"));
+            consumer.subscribe(List.of(topic), listener);
+            int generation = -1;
+            try {
+                while (running.get()) {
+                    ConsumerRecords<byte[], byte[]> batch = consumer.poll(Duration.ofMillis(200));
+                    ConsumerGroupMetadata gm = consumer.groupMetadata();
+                    if (gm.generationId() != generation) {
+                        generation = gm.generationId();
+                        Map<String, Object> g = row("generation");
+                        g.put("generation", generation);
+                        g.put("member_id", gm.memberId());
+                        emit(out, g);
+                    }
+                    for (ConsumerRecord<byte[], byte[]> r : batch) {
+                        Map<String, Object> rec = row("record");
+                        rec.put("partition", r.partition());
+                        rec.put("offset", r.offset());
+                        rec.put("value", r.value() == null ? null : new String(r.value(), StandardCharsets.UTF_8));
+                        out.println(Json.write(rec));
+                        pending.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+                    }
+                    out.flush();
+                    commit(consumer, pending, out);
+                }
+            } catch (WakeupException e) {
+                // stop requested
+            }
+            commit(consumer, pending, out);
+        }
+        emit(out, row("closed"));
+        return 0;
+    }
+
+    private static void commit(KafkaConsumer<byte[], byte[]> consumer, Map<TopicPartition, OffsetAndMetadata> pending,
+                               PrintWriter out) {
+        if (pending.isEmpty()) {
+            return;
+        }
+        Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>(pending);
+        try {
+            consumer.commitSync(offsets);
+        } catch (CommitFailedException | RebalanceInProgressException | WakeupException e) {
+            Map<String, Object> f = row("commit_failed");
+            f.put("error", e.toString());
+            emit(out, f);
+            return;
+        }
+        pending.keySet().removeAll(offsets.keySet());
+        Map<String, Object> done = new TreeMap<>();
+        for (Map.Entry<TopicPartition, OffsetAndMetadata> e : offsets.entrySet()) {
+            done.put(String.valueOf(e.getKey().partition()), e.getValue().offset());
+        }
+        Map<String, Object> c = row("committed");
+        c.put("offsets", done);
+        emit(out, c);
+    }
+
+    private static Map<String, Object> row(String event) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("event", event);
+        m.put("t", System.currentTimeMillis());
+        return m;
+    }
+
+    private static void partitionsEvent(PrintWriter out, String event, Collection<TopicPartition> partitions) {
+        TreeSet<Integer> sorted = new TreeSet<>();
+        for (TopicPartition tp : partitions) {
+            sorted.add(tp.partition());
+        }
+        Map<String, Object> m = row(event);
+        m.put("partitions", new ArrayList<Object>(sorted));
+        emit(out, m);
+    }
+
+    private static void emit(PrintWriter out, Map<String, Object> m) {
+        out.println(Json.write(m));
+        out.flush();
     }
 
     // ------------------------------------------------------------------ helpers

@@ -210,8 +210,60 @@ def decode_body(spec: ApiSpec, version: int, frame: memoryview, pos: int) -> Any
         # The generated decoders slice strings/bytes without bounds checks: a length that overruns the
         # frame yields a silently shortened value instead of an error. Kafka refuses such a request.
         raise ProtocolError(f"{spec.name} v{version} overruns its frame ({end} > {len(frame)} bytes)")
+    plan = _null_plans.get(key)
+    if plan is None:
+        plan = _null_plans[key] = _null_plan(spec.request[None]._struct, version)
+    bad = _null_field(obj, plan)
+    if bad is not None:
+        # Kafka's generated readers refuse a null (negative length) where the schema does not allow one.
+        raise ProtocolError(f"{spec.name} v{version}: non-nullable field {bad} is null")
     obj._version = version
     return obj
+
+
+# Per field that needs looking at: (name, nullable, plan for its struct or array elements, is an array).
+_NullPlan = tuple[tuple[str, bool, Any, bool], ...]
+_null_plans: dict[tuple[int, int], _NullPlan] = {}
+
+
+def _null_plan(struct_field: Any, version: int) -> _NullPlan:
+    """What to check for nulls in `version`: non-nullable strings/bytes/arrays, and the structs around them."""
+    plan = []
+    for f in struct_field._fields:
+        if not f.for_version_q(version) or f.tagged_field_q(version):
+            continue
+        nullable = bool(f.nullable_for_version_q(version))
+        if f.is_struct_array():
+            sub = _null_plan(f.array_of, version)
+            if sub or not nullable:
+                plan.append((f.name, nullable, sub, True))
+        elif f.is_struct():
+            sub = _null_plan(f, version)
+            if sub:
+                plan.append((f.name, True, sub, False))
+        elif (f.is_array() or f.type_str in ("string", "bytes", "records")) and not nullable:
+            plan.append((f.name, False, (), False))
+    return tuple(plan)
+
+
+def _null_field(obj: Any, plan: _NullPlan) -> str | None:
+    """The path of the first null in a non-nullable field, or None."""
+    for name, nullable, sub, is_array in plan:
+        value = getattr(obj, name)
+        if value is None:
+            if not nullable:
+                return name
+        elif sub:
+            if is_array:
+                for i, item in enumerate(value):
+                    bad = _null_field(item, sub)
+                    if bad is not None:
+                        return f"{name}[{i}].{bad}"
+            else:
+                bad = _null_field(value, sub)
+                if bad is not None:
+                    return f"{name}.{bad}"
+    return None
 
 
 def encode_body(spec: ApiSpec, version: int, response: Any) -> bytes:
