@@ -93,7 +93,7 @@ def test_delete_topic(admin: AdminClient, broker: BrokerProcess, topic: str) -> 
     assert exc.value.args[0].code() == ck.KafkaError.UNKNOWN_TOPIC_OR_PART
 
 
-def test_retention_deletes_old_segments_in_the_running_broker(tmp_path, topic: str) -> None:  # noqa: ANN001
+def test_retention_deletes_old_segments_in_the_running_broker(tmp_path, topic: str) -> None:
     b = BrokerProcess(tmp_path / "d", env={"LOGBROKER_RETENTION_CHECK_INTERVAL_MS": "200"})
     with b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
