@@ -149,6 +149,13 @@ def test_retention_by_size_and_time_deletes_whole_old_segments(tmp_path: Path) -
     append(plog2, [b"new"])
     assert plog2.enforce_retention() > 0
     assert len(plog2.segments) == 1 and plog2.log_start_offset == 30
+    # An idle partition whose active segment is all past retention is emptied too (as in Kafka).
+    plog3 = PartitionLog(tmp_path / "r", cfg2, True)
+    for _ in range(3):
+        append(plog3, [b"v"], ts=old)
+    assert plog3.enforce_retention() == 1
+    assert plog3.log_start_offset == plog3.next_offset == 3
+    assert append(plog3, [b"next"]) == (3, 3)
 
 
 def test_delete_records_moves_log_start_durably(tmp_path: Path) -> None:

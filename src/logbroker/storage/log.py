@@ -266,10 +266,17 @@ class PartitionLog:
         return dropped
 
     def enforce_retention(self, now_ms: int | None = None) -> int:
-        """Delete whole non-active segments past retention.ms or beyond retention.bytes."""
+        """Delete whole segments past retention.ms or beyond retention.bytes.
+
+        As in Kafka, an active segment whose every record is past retention.ms is rolled first, so old
+        data goes even on a partition that receives nothing new.
+        """
         now = now_ms if now_ms is not None else _now_ms()
         cfg = self.config
         deleted = 0
+        active = self.active
+        if cfg.retention_ms >= 0 and active.size and 0 <= active.max_timestamp < now - cfg.retention_ms:
+            self.roll()
         while len(self.segments) > 1:
             first = self.segments[0]
             too_old = (

@@ -18,7 +18,9 @@ GROUP = 0
 
 def _answer(broker: Broker, key: str, key_type: int) -> tuple[int, str | None, int, str, int]:
     if key_type != GROUP:
-        return int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "only consumer-group coordinators exist here", -1, "", -1
+        # Not retriable on purpose: a transactional producer fails fast with a clear error instead of
+        # looking for a coordinator until its timeout.
+        return int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), "transactions are not supported", -1, "", -1
     if not key:
         return int(ErrorCode.INVALID_REQUEST), "empty group id", -1, "", -1
     return 0, None, broker.node_id, broker.host, broker.port
