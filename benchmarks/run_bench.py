@@ -12,15 +12,16 @@ import sys
 from pathlib import Path
 
 try:
-    from logbroker.bench import ALL_TARGETS, parse_targets, run_bench
+    from logbroker.bench import ALL_TARGETS, parse_targets, parse_workloads, run_bench
 except ImportError:  # not installed: fall back to the source tree next to this script
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    from logbroker.bench import ALL_TARGETS, parse_targets, run_bench
+    from logbroker.bench import ALL_TARGETS, parse_targets, parse_workloads, run_bench
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--targets", default=",".join(ALL_TARGETS), help="comma list of %(default)s")
+    ap.add_argument("--workloads", default="throughput,latency,groups", help="comma list of %(default)s")
     ap.add_argument("--quick", action="store_true", help="about 10x fewer records")
     ap.add_argument("--records-100b", type=int, help="100-byte records to produce/consume")
     ap.add_argument("--records-1kb", type=int, help="1 KB records to produce/consume")
@@ -33,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         targets = parse_targets(args.targets)
+        workloads = parse_workloads(args.workloads)
     except ValueError as exc:
         ap.error(str(exc))
     results = run_bench(
@@ -46,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         profile=args.profile,
         kafka_jar_dir=args.kafka_jar_dir,
         chart=not args.no_chart,
+        workloads=workloads,
     )
     failed = [n for n, r in results["targets"].items() if r["status"] not in ("ok", "skipped")]
     return 1 if failed else 0

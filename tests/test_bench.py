@@ -102,3 +102,63 @@ def test_bench_end_to_end_against_logbroker(tmp_path: Path, logbroker_serve_avai
     assert saved["parameters"]["records_100B"] == 2000
     assert saved["versions"]["librdkafka"]
     assert (tmp_path / "results.png").is_file()
+
+
+# ------------------------------------------------------------------------------ consumer-group workloads
+
+
+def test_parse_workloads_validates_and_keeps_canonical_order() -> None:
+    assert bench.parse_workloads(None) == list(bench.WORKLOADS)
+    assert bench.parse_workloads("groups, Throughput,groups") == ["throughput", "groups"]
+    with pytest.raises(ValueError):
+        bench.parse_workloads("throughput,soak")
+    with pytest.raises(ValueError):
+        bench.parse_workloads(",")
+
+
+def test_group_metrics_have_their_own_rows_and_panel(tmp_path: Path) -> None:
+    group_keys = {m.key for m in bench.METRICS if m.workload == "groups"}
+    assert group_keys == {"group_first_assignment_ms", "group_rebalance_ms"}
+    assert all(not m.higher_is_better for m in bench.METRICS if m.workload == "groups")
+
+    results = _synthetic_results()
+    results["parameters"].update(workloads=["groups"], group_first_assignment_samples=3, group_rebalance_samples=2)
+    for res in results["targets"].values():
+        res["metrics"] = {k: v for k, v in res["metrics"].items() if k in group_keys}
+    results["ratios"] = bench._ratios(results)
+    console = _quiet_console()
+    console.print(bench.render_table(results))
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "group first assignment ms" in text and "group rebalance 3+1 ms" in text
+    assert "produce" not in text and "latency p50" not in text  # workloads that did not run: no rows
+    assert "median of 3 first assignments, 2 rebalances" in text
+    pytest.importorskip("matplotlib")
+    png = bench.write_chart(results, tmp_path / "groups.png")
+    assert png is not None and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.timeout(300)
+def test_bench_group_workloads_against_logbroker(tmp_path: Path, logbroker_serve_available: None) -> None:
+    results = bench.run_bench(
+        ["logbroker"],
+        workloads="groups",
+        group_samples=(2, 1),
+        out_dir=tmp_path,
+        console=_quiet_console(),
+    )
+    saved = json.loads((tmp_path / "results.json").read_text())
+    res = saved["targets"]["logbroker"]
+    assert res["status"] == "ok", res.get("error")
+    assert set(res["metrics"]) == {"group_first_assignment_ms", "group_rebalance_ms"}
+    assert all(v > 0 for v in res["metrics"].values())
+    first, reb = res["details"]["group_first_assignment"], res["details"]["group_rebalance"]
+    assert (first["samples"], reb["samples"]) == (2, 1)
+    assert first["warmup_ms"] > 0 and len(first["all_ms"]) == 2
+    assert "group.initial.rebalance.delay.ms" in res["notes"]
+    assert res["details"]["group_initial_rebalance_delay_ms"]["value"] is not None
+    p = saved["parameters"]
+    assert p["workloads"] == ["groups"]
+    assert (p["records_100B"], p["records_1KB"], p["latency_samples"]) == (0, 0, 0)
+    assert p["group_rebalance_consumer_config"]["heartbeat.interval.ms"] == bench.REBALANCE_HEARTBEAT_MS
+    assert results["targets"]["logbroker"]["metrics"] == res["metrics"]
+    assert (tmp_path / "results.png").is_file()

@@ -1,9 +1,28 @@
-"""Side-by-side produce/consume throughput and acks=all latency benchmark.
+"""Side-by-side produce/consume throughput, acks=all latency and consumer-group benchmark.
 
 Every target (logbroker itself and the reference peers Tansu and Apache Kafka) is driven by the
 same confluent-kafka (librdkafka) client code with the same settings, one target after another,
 so the numbers differ only by broker. Targets never overlap because the machines we run on have
 two shared cores: a broker still running in the background would steal CPU from the next one.
+
+Workloads (``--workloads``, all by default):
+
+* ``throughput``: produce then consume N records of 100 B and of 1 KB on a fresh 1-partition topic;
+* ``latency``: sequential acks=all single-record produces (p50/p99);
+* ``groups``: consumer-group coordination as a librdkafka consumer sees it, on fresh topics with a
+  fresh group per sample (the median of the samples is reported):
+
+  - *first assignment*: a lone consumer with default settings, already connected and holding
+    the topic's metadata, from ``subscribe()`` until its first ``on_assign`` callback (after one
+    unrecorded warm-up join, as a broker's first group may pay one-off costs). This includes
+    the broker's initial rebalance delay (``group.initial.rebalance.delay.ms``: Kafka's default is
+    3 s; logbroker's 100 ms; the test peer may lower it: the value in effect is in the target notes);
+  - *rebalance 3+1*: three consumers share a 6-partition topic (stable, every partition owned);
+    a fourth subscribes. The time runs from its ``subscribe()`` until every one of the four has
+    received its new assignment (``on_assign`` of the new generation, partitions split 2/2/1/1).
+    The members use ``heartbeat.interval.ms=100`` (else default settings): existing members learn
+    of a rebalance from a heartbeat, and the default 3 s interval would add a random 0-3 s wait that
+    buries the broker's share of the time.
 
 The library entry point is :func:`run_bench`; ``logbroker bench`` and ``benchmarks/run_bench.py``
 are thin wrappers around it. Results land in ``OUT/results.json`` (machine, versions, parameters
@@ -30,6 +49,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import uuid
@@ -57,11 +77,13 @@ from rich.table import Table
 __all__ = [
     "ALL_TARGETS",
     "METRICS",
+    "WORKLOADS",
     "BenchError",
     "Metric",
     "Target",
     "logbroker_target",
     "parse_targets",
+    "parse_workloads",
     "render_table",
     "run_bench",
     "write_chart",
@@ -79,6 +101,14 @@ READY_TIMEOUT_S = 90.0
 STALL_TIMEOUT_S = 60.0
 MB = 1_000_000  # MB/s means 10^6 payload bytes per second (keys/headers/framing excluded)
 
+WORKLOADS = ("throughput", "latency", "groups")
+DEFAULT_GROUP_SAMPLES = (7, 5)  # (first-assignment samples, rebalance samples)
+QUICK_GROUP_SAMPLES = (3, 2)
+REBALANCE_MEMBERS = 3  # stable members before the newcomer joins
+REBALANCE_PARTITIONS = 6
+GROUP_TIMEOUT_S = 60.0  # per sample: longer means the broker failed to assign
+REBALANCE_HEARTBEAT_MS = 100
+
 RECORD_SIZES = {"100B": 100, "1KB": 1024}
 
 _CLIENT_LOGGER = logging.getLogger("logbroker.bench.clients")
@@ -95,13 +125,18 @@ class Metric:
     key: str
     label: str
     unit: str
-    kind: str  # "records", "bytes" or "latency": selects the chart panel
+    kind: str  # "records", "bytes", "latency" or "groups": selects the chart panel
     higher_is_better: bool
 
     @property
     def tick(self) -> str:
         """Short two-line label for chart x ticks."""
-        return self.label.removeprefix("acks=all latency ").replace(" ", "\n")
+        return self.label.removeprefix("acks=all latency ").removeprefix("group ").replace(" ", "\n")
+
+    @property
+    def workload(self) -> str:
+        """The workload (``WORKLOADS``) that produces this metric."""
+        return {"records": "throughput", "bytes": "throughput"}.get(self.kind, self.kind)
 
 
 def _build_metrics() -> tuple[Metric, ...]:
@@ -112,6 +147,8 @@ def _build_metrics() -> tuple[Metric, ...]:
             out.append(Metric(f"{op}_{size}_MB_per_s", f"{op} {size}", "MB/s", "bytes", True))
     out.append(Metric("latency_p50_ms", "acks=all latency p50", "ms", "latency", False))
     out.append(Metric("latency_p99_ms", "acks=all latency p99", "ms", "latency", False))
+    out.append(Metric("group_first_assignment_ms", "group first assignment", "ms", "groups", False))
+    out.append(Metric("group_rebalance_ms", "group rebalance 3+1", "ms", "groups", False))
     return tuple(out)
 
 
@@ -244,7 +281,7 @@ def wait_ready(
     raise BenchError(f"{bootstrap} did not answer Metadata within {timeout:.0f}s: {last_exc}")
 
 
-def _topic_ready(client: Producer | AdminClient, topic: str) -> bool:
+def _topic_ready(client: Producer | AdminClient, topic: str, partitions: int = 1) -> bool:
     try:
         md = client.list_topics(topic, timeout=5)
     except KafkaException:
@@ -252,12 +289,12 @@ def _topic_ready(client: Producer | AdminClient, topic: str) -> bool:
     tmd = md.topics.get(topic)
     if tmd is None or tmd.error is not None:
         return False
-    part = tmd.partitions.get(0)
-    return part is not None and part.leader >= 0
+    parts = [tmd.partitions.get(i) for i in range(partitions)]
+    return all(part is not None and part.leader >= 0 for part in parts)
 
 
-def create_topic(bootstrap: str, topic: str, timeout: float = 30.0) -> str:
-    """Create a fresh 1-partition topic; returns how (``create_topics`` or ``auto-create``).
+def create_topic(bootstrap: str, topic: str, timeout: float = 30.0, partitions: int = 1) -> str:
+    """Create a fresh topic (1 partition by default); returns how (``create_topics`` or ``auto-create``).
 
     Falls back to broker auto-creation (a producer's metadata request) for brokers that do not
     implement CreateTopics.
@@ -266,7 +303,7 @@ def create_topic(bootstrap: str, topic: str, timeout: float = 30.0) -> str:
     method = "create_topics"
     try:
         futures = admin.create_topics(
-            [NewTopic(topic, num_partitions=1, replication_factor=1)],
+            [NewTopic(topic, num_partitions=partitions, replication_factor=1)],
             operation_timeout=timeout,
             request_timeout=timeout,
         )
@@ -276,7 +313,7 @@ def create_topic(bootstrap: str, topic: str, timeout: float = 30.0) -> str:
     deadline = time.monotonic() + timeout
     if method == "create_topics":
         while time.monotonic() < deadline:
-            if _topic_ready(admin, topic):
+            if _topic_ready(admin, topic, partitions):
                 return method
             time.sleep(0.1)
     # Either CreateTopics failed or its result never showed up in metadata: let the broker
@@ -284,7 +321,7 @@ def create_topic(bootstrap: str, topic: str, timeout: float = 30.0) -> str:
     producer = Producer(_with_logger({"bootstrap.servers": bootstrap}))
     try:
         while time.monotonic() < deadline:
-            if _topic_ready(producer, topic):
+            if _topic_ready(producer, topic, partitions):
                 return method if method != "create_topics" else "create_topics (slow metadata)"
             time.sleep(0.2)
     finally:
@@ -475,6 +512,173 @@ def produce_latency(bootstrap: str, topic: str, samples: int, size: int, on_prog
     }
 
 
+def group_consumer_config(bootstrap: str, group: str) -> dict[str, Any]:
+    """A group consumer with librdkafka's defaults: only where to connect and which group."""
+    return {"bootstrap.servers": bootstrap, "group.id": group}
+
+
+def rebalance_consumer_config(bootstrap: str, group: str) -> dict[str, Any]:
+    """Members of the rebalance workload: defaults except a short heartbeat (see the module doc)."""
+    return {**group_consumer_config(bootstrap, group), "heartbeat.interval.ms": REBALANCE_HEARTBEAT_MS}
+
+
+def _close_consumer(consumer: Consumer) -> None:
+    with contextlib.suppress(Exception):  # a consumer whose broker vanished must not mask the real error
+        consumer.close()
+
+
+def first_assignment(bootstrap: str, topic: str, samples: int, on_progress: ProgressFn) -> dict[str, Any]:
+    """Time from ``subscribe()`` to the first ``on_assign`` of a lone consumer in a fresh group.
+
+    One warm-up join comes first and is not counted: the first group a broker sees can pay one-off
+    costs (Kafka creates its ``__consumer_offsets`` topic then, and librdkafka backs off for a second).
+    """
+    times: list[float] = []
+    warmup: list[float] = []
+    run = uuid.uuid4().hex[:8]
+    for i in range(-1, samples):
+        consumer = Consumer(_with_logger(group_consumer_config(bootstrap, f"bench-first-{run}-{i + 1}")))
+        try:
+            # Connected, with the topic's metadata, before the clock starts: we time the group protocol.
+            consumer.list_topics(topic, timeout=30)
+            assigned: list[float] = []
+
+            def on_assign(_consumer: Consumer, _partitions: list[TopicPartition], got: list[float] = assigned) -> None:
+                if not got:
+                    got.append(time.perf_counter())
+
+            t0 = time.perf_counter()
+            consumer.subscribe([topic], on_assign=on_assign)
+            deadline = time.monotonic() + GROUP_TIMEOUT_S
+            while not assigned:
+                if time.monotonic() > deadline:
+                    raise BenchError(f"no assignment within {GROUP_TIMEOUT_S:.0f}s of subscribe()")
+                consumer.poll(0.05)
+            (times if i >= 0 else warmup).append((assigned[0] - t0) * 1000)
+        finally:
+            _close_consumer(consumer)
+        on_progress(i + 1)
+    return {**_sample_summary(times), "warmup_ms": round(warmup[0], 3)}
+
+
+def _sample_summary(times_ms: list[float]) -> dict[str, Any]:
+    ordered = sorted(times_ms)
+    return {
+        "samples": len(ordered),
+        "median_ms": statistics.median(ordered),
+        "min_ms": ordered[0],
+        "max_ms": ordered[-1],
+        "all_ms": [round(t, 3) for t in times_ms],
+    }
+
+
+class _Member(threading.Thread):
+    """One group member polling on its own thread; records when its assignment changes."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, name: str) -> None:
+        super().__init__(name=name, daemon=True)
+        self.conf = _with_logger({**rebalance_consumer_config(bootstrap, group), "client.id": name})
+        self.topic = topic
+        self.lock = threading.Lock()
+        self.assignment: frozenset[int] = frozenset()
+        self.assigned_at = 0.0  # perf_counter of the latest on_assign
+        self.subscribed_at: float | None = None
+        self.error: BaseException | None = None
+        self.stop = threading.Event()
+
+    def on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        with self.lock:
+            self.assignment = frozenset(tp.partition for tp in partitions)
+            self.assigned_at = time.perf_counter()
+
+    def on_revoke(self, _consumer: Consumer, _partitions: list[TopicPartition]) -> None:
+        with self.lock:
+            self.assignment = frozenset()
+
+    def state(self) -> tuple[frozenset[int], float]:
+        with self.lock:
+            return self.assignment, self.assigned_at
+
+    def run(self) -> None:
+        consumer: Consumer | None = None
+        try:
+            consumer = Consumer(self.conf)
+            consumer.list_topics(self.topic, timeout=30)
+            self.subscribed_at = time.perf_counter()
+            consumer.subscribe([self.topic], on_assign=self.on_assign, on_revoke=self.on_revoke)
+            while not self.stop.is_set():
+                consumer.poll(0.05)
+        except BaseException as exc:
+            self.error = exc
+        finally:
+            if consumer is not None:
+                _close_consumer(consumer)
+
+
+def _wait_balanced(members: list[_Member], partitions: int, since: float, what: str) -> float:
+    """Wait until the members own disjoint, non-empty assignments covering every partition, each
+    received after ``since``; returns when the last of those assignments arrived (perf_counter)."""
+    deadline = time.monotonic() + GROUP_TIMEOUT_S
+    while True:
+        for m in members:
+            if m.error is not None:
+                raise BenchError(f"{m.name}: {m.error}")
+        states = [m.state() for m in members]
+        owned = [p for parts, _ in states for p in parts]
+        if all(parts and at > since for parts, at in states) and len(owned) == len(set(owned)) == partitions:
+            return max(at for _, at in states)
+        if time.monotonic() > deadline:
+            shown = {m.name: sorted(parts) for m, (parts, _) in zip(members, states, strict=True)}
+            raise BenchError(f"{what}: not balanced within {GROUP_TIMEOUT_S:.0f}s: {shown}")
+        time.sleep(0.002)
+
+
+def rebalance_join(bootstrap: str, topic: str, samples: int, on_progress: ProgressFn) -> dict[str, Any]:
+    """``REBALANCE_MEMBERS`` stable members, then one more subscribes: time until all are reassigned."""
+    times: list[float] = []
+    run = uuid.uuid4().hex[:8]
+    for i in range(samples):
+        group = f"bench-rebalance-{run}-{i}"
+        members = [_Member(bootstrap, group, topic, f"member-{k}") for k in range(REBALANCE_MEMBERS)]
+        try:
+            for m in members:
+                m.start()
+            _wait_balanced(members, REBALANCE_PARTITIONS, 0.0, f"{REBALANCE_MEMBERS} initial members")
+            newcomer = _Member(bootstrap, group, topic, f"member-{REBALANCE_MEMBERS}")
+            members.append(newcomer)
+            newcomer.start()
+            deadline = time.monotonic() + GROUP_TIMEOUT_S
+            while newcomer.subscribed_at is None:
+                if newcomer.error is not None or time.monotonic() > deadline:
+                    raise BenchError(f"newcomer did not subscribe: {newcomer.error}")
+                time.sleep(0.001)
+            t0 = newcomer.subscribed_at
+            done = _wait_balanced(members, REBALANCE_PARTITIONS, t0, "after the newcomer joined")
+            times.append((done - t0) * 1000)
+        finally:
+            for m in members:
+                m.stop.set()
+            for m in members:
+                m.join(timeout=30)
+        on_progress(i + 1)
+    return _sample_summary(times)
+
+
+def initial_rebalance_delay(bootstrap: str) -> str | None:
+    """``group.initial.rebalance.delay.ms`` as the broker reports it (DescribeConfigs), if it does."""
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    admin = AdminClient(_with_logger({"bootstrap.servers": bootstrap}))
+    try:
+        brokers = admin.list_topics(timeout=10).brokers
+        resource = ConfigResource(ResourceType.BROKER, str(min(brokers)))
+        configs = admin.describe_configs([resource], request_timeout=10)[resource].result(timeout=15)
+    except Exception:
+        return None
+    entry = configs.get("group.initial.rebalance.delay.ms")
+    return None if entry is None else entry.value
+
+
 # --------------------------------------------------------------------------------------------
 # targets
 # --------------------------------------------------------------------------------------------
@@ -589,6 +793,25 @@ def parse_targets(spec: str | Sequence[str]) -> list[str]:
     return out
 
 
+def parse_workloads(spec: str | Sequence[str] | None) -> list[str]:
+    """Turn ``"throughput,groups"`` (or a list; None means all) into validated workload names."""
+    if spec is None:
+        return list(WORKLOADS)
+    names = spec.split(",") if isinstance(spec, str) else list(spec)
+    out: list[str] = []
+    for raw in names:
+        name = raw.strip().lower()
+        if not name:
+            continue
+        if name not in WORKLOADS:
+            raise ValueError(f"unknown workload {raw!r}; choose from {', '.join(WORKLOADS)}")
+        if name not in out:
+            out.append(name)
+    if not out:
+        raise ValueError("no workload selected")
+    return [w for w in WORKLOADS if w in out]
+
+
 # --------------------------------------------------------------------------------------------
 # environment description
 # --------------------------------------------------------------------------------------------
@@ -683,6 +906,27 @@ def _ratios(results: dict[str, Any]) -> dict[str, dict[str, float | None]]:
     return out
 
 
+def _selected_metrics(results: dict[str, Any]) -> list[Metric]:
+    selected = results["parameters"].get("workloads") or WORKLOADS
+    return [m for m in METRICS if m.workload in selected]
+
+
+def _run_summary(p: dict[str, Any]) -> str:
+    """What was run, for the table caption and the chart title."""
+    selected = p.get("workloads") or WORKLOADS
+    parts = []
+    if "throughput" in selected:
+        parts.append(f"{p['records_100B']:,} x 100B, {p['records_1KB']:,} x 1KB (acks=all, 1 partition)")
+    if "latency" in selected:
+        parts.append(f"{p['latency_samples']:,} latency samples")
+    if "groups" in selected:
+        parts.append(
+            f"groups: median of {p.get('group_first_assignment_samples', '?')} first assignments, "
+            f"{p.get('group_rebalance_samples', '?')} rebalances"
+        )
+    return ", ".join(parts)
+
+
 def render_table(results: dict[str, Any]) -> Table:
     """One row per metric, one column per target, plus logbroker/peer ratio columns."""
     targets = results["targets"]
@@ -690,11 +934,7 @@ def render_table(results: dict[str, Any]) -> Table:
     p = results["parameters"]
     table = Table(
         title="logbroker bench",
-        caption=(
-            f"{p['records_100B']:,} x 100B, {p['records_1KB']:,} x 1KB, "
-            f"{p['latency_samples']:,} latency samples"
-            + ("; ratio = logbroker / peer (green: logbroker better)" if ratios else "")
-        ),
+        caption=(_run_summary(p) + ("; ratio = logbroker / peer (green: logbroker better)" if ratios else "")),
     )
     table.add_column("metric", no_wrap=True)
     for name, res in targets.items():
@@ -702,7 +942,7 @@ def render_table(results: dict[str, Any]) -> Table:
         table.add_column(header, justify="right", no_wrap=True)
     for peer in ratios:
         table.add_column(f"logbroker/\n{peer}", justify="right", no_wrap=True)
-    for m in METRICS:
+    for m in _selected_metrics(results):
         cells = [f"{m.label.removeprefix('acks=all ')} {m.unit.replace('records', 'rec')}"]
         for res in targets.values():
             cells.append(_fmt(res.get("metrics", {}).get(m.key), m.unit))
@@ -718,7 +958,8 @@ def render_table(results: dict[str, Any]) -> Table:
 
 
 def write_chart(results: dict[str, Any], path: Path) -> Path | None:
-    """Grouped bars per metric: records/s, MB/s and latency each get their own panel."""
+    """Grouped bars per metric: records/s, MB/s, latency and group timings each get their own panel
+    (panels of workloads that were not run are left out)."""
     ok = [n for n, r in results["targets"].items() if r["status"] == "ok"]
     if not ok:
         return None
@@ -728,14 +969,22 @@ def write_chart(results: dict[str, Any], path: Path) -> Path | None:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter
 
-    panels = [
-        ("Throughput (records/s)", [m for m in METRICS if m.kind == "records"]),
-        ("Throughput (MB/s)", [m for m in METRICS if m.kind == "bytes"]),
-        ("acks=all latency, 1KB (ms, lower is better)", [m for m in METRICS if m.kind == "latency"]),
+    chosen = _selected_metrics(results)
+    layout = [
+        ("Throughput (records/s)", "records", 4.0),
+        ("Throughput (MB/s)", "bytes", 4.0),
+        ("acks=all latency, 1KB (ms, lower is better)", "latency", 2.3),
+        ("Consumer groups (ms, lower is better)", "groups", 2.3),
     ]
-    fig, axes = plt.subplots(1, 3, figsize=(17, 6), gridspec_kw={"width_ratios": [4, 4, 2.3]})
+    panels = [(title, [m for m in chosen if m.kind == kind], w) for title, kind, w in layout]
+    panels = [x for x in panels if x[1]]
+    ratios = [w for _, _, w in panels]
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(max(8.0, 17 * sum(ratios) / 10.3), 6.5), gridspec_kw={"width_ratios": ratios}
+    )
+    axes = list(axes) if len(panels) > 1 else [axes]
     width = 0.8 / len(ok)
-    for ax, (title, metrics) in zip(axes, panels, strict=True):
+    for ax, (title, metrics, _w) in zip(axes, panels, strict=True):
         for j, name in enumerate(ok):
             vals = [results["targets"][name]["metrics"].get(m.key, math.nan) for m in metrics]
             xs = [i + (j - (len(ok) - 1) / 2) * width for i in range(len(metrics))]
@@ -746,18 +995,30 @@ def write_chart(results: dict[str, Any], path: Path) -> Path | None:
         ax.grid(axis="y", alpha=0.3)
         ax.set_axisbelow(True)
         ax.margins(y=0.12)
+        shown = [
+            v
+            for name in ok
+            for m in metrics
+            if (v := results["targets"][name]["metrics"].get(m.key)) is not None and v > 0
+        ]
+        if metrics[0].kind == "groups" and shown and max(shown) / min(shown) > 30:
+            ax.set_yscale("log")  # a broker taking seconds must not flatten the others' milliseconds
+            ax.set_ylabel("ms (log scale)")
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.10g}"))
     p = results["parameters"]
     mi = results["machine"]
     fsync_note = f", logbroker --fsync {p['fsync']}" if "logbroker" in ok else ""
     fig.suptitle(
-        f"logbroker bench: {p['records_100B']:,} x 100B, {p['records_1KB']:,} x 1KB, acks=all, 1 partition"
-        f"{fsync_note}; {mi.get('cpu_count')} CPU, {mi.get('cpu_model') or mi['machine']}",
+        f"logbroker bench: {_run_summary(p)}\n"
+        f"{mi.get('cpu_count')} CPU, {mi.get('cpu_model') or mi['machine']}{fsync_note}",
         fontsize=11,
+        x=0.02,
+        ha="left",
     )
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper right", ncol=len(ok), fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    # On a row of its own under the title: a narrow (groups-only) chart has no room beside it.
+    fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(0.015, 0.915), ncol=len(ok), fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1, 0.85))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
@@ -788,6 +1049,7 @@ def _run_target(
     progress: Progress,
     step_task: Any,
     overall_task: Any,
+    group_samples: tuple[int, int] = (0, 0),
 ) -> dict[str, Any]:
     res: dict[str, Any] = {"status": "ok", "notes": target.notes, "metrics": {}, "details": {}}
     metrics: dict[str, float] = res["metrics"]
@@ -838,6 +1100,9 @@ def _run_target(
                 metrics["latency_p50_ms"] = lat["p50_ms"]
                 metrics["latency_p99_ms"] = lat["p99_ms"]
             progress.advance(overall_task)
+            if any(group_samples):
+                _run_groups(target, res, bootstrap, run_id, group_samples, step)
+                progress.advance(overall_task)
     except _Unavailable as exc:
         res["status"] = "skipped"
         res["error"] = str(exc)
@@ -847,6 +1112,48 @@ def _run_target(
         res["traceback"] = traceback.format_exc()
     res["wall_s"] = time.monotonic() - t_start
     return res
+
+
+def _run_groups(
+    target: Target,
+    res: dict[str, Any],
+    bootstrap: str,
+    run_id: str,
+    group_samples: tuple[int, int],
+    step: Callable[[str, int], ProgressFn],
+) -> None:
+    """The consumer-group workloads of one target, each on a fresh topic with fresh groups."""
+    metrics: dict[str, float] = res["metrics"]
+    details: dict[str, Any] = res["details"]
+    first_n, rebalance_n = group_samples
+    delay = initial_rebalance_delay(bootstrap)
+    source = "reported by the broker"
+    if delay is None and target.name == "logbroker":
+        # The server of the built-in target sees our environment and no config file.
+        from logbroker.config import BrokerSettings
+
+        try:
+            delay = str(BrokerSettings().group_initial_rebalance_delay_ms)
+        except Exception:
+            delay = str(BrokerSettings.model_fields["group_initial_rebalance_delay_ms"].default)
+        source = "logbroker setting; its DescribeConfigs does not report it"
+    details["group_initial_rebalance_delay_ms"] = {"value": delay, "source": source if delay else "not reported"}
+    if target.name == "kafka" and delay is not None:
+        source += "; Kafka's default is 3000"
+    shown = f"{delay} ms ({source})" if delay is not None else "not reported by the broker"
+    res["notes"] = "; ".join(n for n in (res.get("notes"), f"group.initial.rebalance.delay.ms: {shown}") if n)
+    if first_n > 0:
+        topic = f"bench-group-first-{run_id}"
+        details["topic_group_first_created_by"] = create_topic(bootstrap, topic)
+        first = first_assignment(bootstrap, topic, first_n, step("group first assignment", first_n))
+        details["group_first_assignment"] = first
+        metrics["group_first_assignment_ms"] = first["median_ms"]
+    if rebalance_n > 0:
+        topic = f"bench-group-rebalance-{run_id}"
+        details["topic_group_rebalance_created_by"] = create_topic(bootstrap, topic, partitions=REBALANCE_PARTITIONS)
+        reb = rebalance_join(bootstrap, topic, rebalance_n, step("group rebalance 3+1", rebalance_n))
+        details["group_rebalance"] = reb
+        metrics["group_rebalance_ms"] = reb["median_ms"]
 
 
 def run_bench(
@@ -862,6 +1169,8 @@ def run_bench(
     kafka_jar_dir: str | Path | None = None,
     chart: bool = True,
     console: Console | None = None,
+    workloads: str | Sequence[str] | None = None,
+    group_samples: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
     """Benchmark each target in turn and write ``results.json`` / ``results.png`` to ``out_dir``.
 
@@ -877,6 +1186,10 @@ def run_bench(
         kafka_jar_dir: jars for the Kafka peer (default ``peers.default_jar_dir("kafka")``).
         chart: write the PNG (needs matplotlib).
         console: rich console for progress and tables (tests pass a quiet one).
+        workloads: which of ``WORKLOADS`` to run (a list or a comma string; default all). Leaving
+            out ``throughput`` or ``latency`` sets its counts to 0.
+        group_samples: (first-assignment samples, rebalance samples); default (7, 5), quick (3, 2);
+            0 skips that measurement.
 
     Returns the results dict that was written to ``results.json``. Unavailable peers are
     skipped with a note; a failing target is recorded as failed and the run goes on.
@@ -893,6 +1206,17 @@ def run_bench(
     n_lat = QUICK_LATENCY_SAMPLES if quick else DEFAULT_LATENCY_SAMPLES
     if latency_samples is not None:
         n_lat = latency_samples
+    selected = parse_workloads(workloads)
+    if "throughput" not in selected:
+        n100 = n1k = 0
+    if "latency" not in selected:
+        n_lat = 0
+    if "groups" not in selected:
+        n_groups = (0, 0)
+    elif group_samples is not None:
+        n_groups = (max(0, group_samples[0]), max(0, group_samples[1]))
+    else:
+        n_groups = QUICK_GROUP_SAMPLES if quick else DEFAULT_GROUP_SAMPLES
     prof_path = out / "logbroker.prof" if profile else None
     if prof_path is not None and prof_path.exists():
         prof_path.unlink()
@@ -928,6 +1252,13 @@ def run_bench(
             "record_sizes_bytes": RECORD_SIZES,
             "latency_samples": n_lat,
             "latency_warmup": LATENCY_WARMUP,
+            "workloads": selected,
+            "group_first_assignment_samples": n_groups[0],
+            "group_rebalance_samples": n_groups[1],
+            "group_rebalance_members": REBALANCE_MEMBERS,
+            "group_rebalance_partitions": REBALANCE_PARTITIONS,
+            "group_consumer_config": group_consumer_config("<bootstrap>", "bench-first-<random>"),
+            "group_rebalance_consumer_config": rebalance_consumer_config("<bootstrap>", "bench-rebalance-<random>"),
             "consume_batch": CONSUME_BATCH,
             "partitions": 1,
             "fsync": fsync,
@@ -949,7 +1280,7 @@ def run_bench(
     _CLIENT_LOGGER.propagate = False
     _CLIENT_LOGGER.setLevel(logging.INFO)
     counts = {"100B": n100, "1KB": n1k}
-    steps_per_target = 2 * len(counts) + 1
+    steps_per_target = 2 * len(counts) + 1 + (1 if any(n_groups) else 0)
     try:
         with Progress(
             SpinnerColumn(),
@@ -969,7 +1300,7 @@ def run_bench(
                     continue
                 if done:
                     time.sleep(1.0)  # let the previous broker's exit settle before timing again
-                res = _run_target(target, counts, n_lat, progress, step_task, overall)
+                res = _run_target(target, counts, n_lat, progress, step_task, overall, n_groups)
                 results["targets"][name] = res
                 done += 1
                 progress.update(overall, completed=steps_per_target * done)

@@ -259,7 +259,8 @@ def groups_describe(bootstrap: str, group: str, as_json: bool) -> None:
     node, host, port = desc.coordinator
     protocol = f"{desc.protocol_type or '-'}/{desc.protocol or '-'}"
     console.print(
-        f"[bold]{group}[/bold]  state={desc.state}  protocol={protocol}  members={len(desc.members)}  "
+        f"[bold]{group}[/bold]  state={desc.state}  type={desc.group_type or '-'}  protocol={protocol}  "
+        f"members={len(desc.members)}  "
         f"coordinator={node} ({host}:{port})",
         highlight=False,
     )
@@ -371,7 +372,7 @@ def _parse_datetime_ms(text: str) -> int:
 @click.option("--all-topics", is_flag=True, help="Every partition the group has committed offsets for.")
 @click.option("--to-earliest", is_flag=True, help="Log start offset.")
 @click.option("--to-latest", is_flag=True, help="Log end offset.")
-@click.option("--to-datetime", metavar="ISO8601", help="First offset with a timestamp at or after this time.")
+@click.option("--to-datetime", metavar="ISO8601", help="First offset stamped at or after this time (no zone: local).")
 @click.option("--to-offset", type=int, metavar="N", help="Offset N.")
 @click.option("--shift-by", type=int, metavar="N", help="Committed offset plus N (N may be negative).")
 @click.option("--execute", is_flag=True, help="Commit the new offsets (default: only print the plan).")
@@ -649,6 +650,12 @@ def _print_record(r, partition, fmt, base64, json) -> None:
 
 @main.command()
 @click.option("--targets", default="logbroker,tansu,kafka", show_default=True, help="Comma list of brokers to run.")
+@click.option(
+    "--workloads",
+    default="throughput,latency,groups",
+    show_default=True,
+    help="Comma list: throughput (produce/consume), latency (acks=all), groups (assignment and rebalance times).",
+)
 @click.option("--quick", is_flag=True, help="About 10x fewer records.")
 @click.option("--records-100b", type=int, help="100-byte records to produce and consume.")
 @click.option("--records-1kb", type=int, help="1 KB records to produce and consume.")
@@ -660,6 +667,7 @@ def _print_record(r, partition, fmt, base64, json) -> None:
 @click.option("--no-chart", is_flag=True)
 def bench(
     targets: str,
+    workloads: str,
     quick: bool,
     records_100b: int | None,
     records_1kb: int | None,
@@ -670,13 +678,17 @@ def bench(
     kafka_jar_dir: Path | None,
     no_chart: bool,
 ) -> None:
-    """Produce/consume throughput and acks=all latency, logbroker and its peers side by side."""
-    from logbroker.bench import parse_targets, run_bench
+    """Throughput, acks=all latency and consumer-group timings, logbroker and its peers side by side."""
+    from logbroker.bench import parse_targets, parse_workloads, run_bench
 
     try:
         names = parse_targets(targets)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--targets") from None
+    try:
+        selected = parse_workloads(workloads)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--workloads") from None
     results = run_bench(
         names,
         quick=quick,
@@ -688,6 +700,7 @@ def bench(
         profile=profile,
         kafka_jar_dir=kafka_jar_dir,
         chart=not no_chart,
+        workloads=selected,
     )
     if any(r["status"] not in ("ok", "skipped") for r in results["targets"].values()):
         sys.exit(1)

@@ -20,6 +20,7 @@ from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 from kafka.protocol.metadata import FindCoordinatorRequest
 
 from logbroker.protocol.errors import ErrorCode
+from logbroker.protocol.kip848 import ConsumerGroupDescribeRequest
 
 from .connection import BrokerError, Connection, KafkaClient, check
 
@@ -79,6 +80,7 @@ class GroupDescription:
     protocol: str
     members: list[GroupMember]
     coordinator: tuple[int, str, int]
+    group_type: str | None = None  # classic or consumer (KIP-848); None when unknown
     note: str | None = None
 
     @property
@@ -239,8 +241,26 @@ class GroupAdmin:
     # -- describing
 
     def describe_group(self, group: str) -> GroupDescription:
-        """DescribeGroups on the coordinator. An unknown group is Dead (or GROUP_ID_NOT_FOUND on brokers
-        whose DescribeGroups v6 reports it that way); both come back as state "Dead"."""
+        """The group's state and members, from its coordinator.
+
+        Groups of the KIP-848 consumer protocol are described with ConsumerGroupDescribe where the
+        coordinator offers it (answering GROUP_ID_NOT_FOUND for classic groups, as Kafka does); classic
+        groups with DescribeGroups. An unknown group comes back as state "Dead"."""
+        coord = self.find_coordinator(group)
+        g = self._on_coordinator(group, self._consumer_group_describe(group))
+        if g is not None:
+            members = [
+                GroupMember(
+                    m.member_id,
+                    m.instance_id,
+                    m.client_id,
+                    m.client_host,
+                    sorted((t.topic_name, p) for t in m.assignment.topic_partitions for p in t.partitions),
+                )
+                for m in g.members
+            ]
+            members.sort(key=lambda m: (m.assignment[:1] or [("~", 0)], m.member_id))
+            return GroupDescription(group, g.group_state, "consumer", g.assignor_name, members, coord, "consumer")
 
         def ask(conn: Connection) -> Any:
             resp = conn.do(DescribeGroupsRequest(groups=[group], include_authorized_operations=False))
@@ -251,17 +271,15 @@ class GroupAdmin:
             return g
 
         g = self._on_coordinator(group, ask)
-        coord = self.find_coordinator(group)
         if g is None or (g.group_state == "Dead" and not g.members):
-            # Unknown to DescribeGroups. Kafka answers that way for groups of the KIP-848 "consumer"
-            # protocol too, which ListGroups still reports with their type and state.
+            # Unknown to DescribeGroups, and not a KIP-848 group either as far as ConsumerGroupDescribe (if
+            # offered) knows. ListGroups may still know it as a group of another type.
             listed = next((x for x in self.list_groups() if x.group_id == group), None)
             if listed is not None and listed.group_type not in (None, "classic"):
-                note = (
-                    f"group type {listed.group_type!r}: members are not shown "
-                    "(DescribeGroups only describes classic groups)"
+                note = f"group type {listed.group_type!r}: this broker cannot describe its members"
+                return GroupDescription(
+                    group, listed.state or "Unknown", listed.protocol_type, "", [], coord, listed.group_type, note
                 )
-                return GroupDescription(group, listed.state or "Unknown", listed.protocol_type, "", [], coord, note)
             return GroupDescription(group, "Dead", "", "", [], coord)
         members = []
         for m in g.members:
@@ -271,7 +289,26 @@ class GroupAdmin:
                 assignment, err = [], None
             members.append(GroupMember(m.member_id, m.group_instance_id, m.client_id, m.client_host, assignment, err))
         members.sort(key=lambda m: (m.assignment[:1] or [("~", 0)], m.member_id))
-        return GroupDescription(group, g.group_state, g.protocol_type or "", g.protocol_data or "", members, coord)
+        return GroupDescription(
+            group, g.group_state, g.protocol_type or "", g.protocol_data or "", members, coord, "classic"
+        )
+
+    @staticmethod
+    def _consumer_group_describe(group: str) -> Callable[[Connection], Any]:
+        """ConsumerGroupDescribe (KIP-848) as a coordinator call: the described group, or None when the
+        coordinator does not offer the API or does not know `group` as a consumer-protocol group."""
+
+        def ask(conn: Connection) -> Any:
+            if conn.versions.get(ConsumerGroupDescribeRequest.API_KEY, (0, -1))[1] < 0:
+                return None
+            resp = conn.do(ConsumerGroupDescribeRequest(group_ids=[group], include_authorized_operations=False), 0)
+            g = resp.groups[0]
+            if g.error_code in (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.UNSUPPORTED_VERSION):
+                return None
+            check(g.error_code, g.error_message, f"describe consumer group {group}")
+            return g
+
+        return ask
 
     def committed_offsets(self, group: str, partitions: Iterable[TP] | None = None) -> dict[TP, int]:
         """The group's committed offsets (all of them, or of `partitions`); partitions without one are
@@ -465,6 +502,7 @@ def lag_report(desc: GroupDescription, rows: list[PartitionLag]) -> dict[str, An
         "state": desc.state,
         "protocol_type": desc.protocol_type,
         "protocol": desc.protocol,
+        "group_type": desc.group_type,
         "coordinator": {"node_id": desc.coordinator[0], "host": desc.coordinator[1], "port": desc.coordinator[2]},
         "members": [
             {

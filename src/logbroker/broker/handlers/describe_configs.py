@@ -101,6 +101,10 @@ def broker_config_entries(broker: Broker, keys: list[str] | None) -> list[Entry]
         "default.replication.factor": ("1", T_INT),
         "offsets.topic.replication.factor": ("1", T_SHORT),
         "min.insync.replicas": ("1", T_INT),
+        "group.initial.rebalance.delay.ms": (str(s.group_initial_rebalance_delay_ms), T_INT),
+        "group.min.session.timeout.ms": (str(s.group_min_session_timeout_ms), T_INT),
+        "group.max.session.timeout.ms": (str(s.group_max_session_timeout_ms), T_INT),
+        "offsets.retention.minutes": (str(s.offsets_retention_minutes), T_INT),
     }
     out = [Entry(k, v, True, STATIC_BROKER_CONFIG, t) for k, (v, t) in values.items()]
     if keys is not None:

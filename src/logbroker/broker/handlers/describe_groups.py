@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from kafka.protocol.admin import DescribeGroupsResponse
 
 from logbroker.protocol.connection import Request
+from logbroker.protocol.errors import ErrorCode as E
 
 if TYPE_CHECKING:
     from logbroker.broker.server import Broker
@@ -19,10 +20,17 @@ def handle(broker: Broker, req: Request) -> R:
     out = []
     for gid in req.body.groups:
         g = broker.groups.groups.get(gid)
-        if g is None:
+        if g is None or g.group_type != "classic":
+            # v6+ names the problem as Kafka does; older versions report an unknown group as Dead.
+            err, msg = 0, None
+            if g is not None:
+                err, msg = int(E.GROUP_ID_NOT_FOUND), f"Group {gid} is not a classic group."
+            elif req.version >= 6:
+                err, msg = int(E.GROUP_ID_NOT_FOUND), f"Group {gid} not found."
             out.append(
                 DG(
-                    error_code=0,
+                    error_code=err,
+                    error_message=msg,
                     group_id=gid,
                     group_state="Dead",
                     protocol_type="",
