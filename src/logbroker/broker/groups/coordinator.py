@@ -318,14 +318,21 @@ class Coordinator:
         for mid, exp in list(g.pending.items()):
             if exp < now:
                 del g.pending[mid]
+        # As in Kafka, a member parked in JoinGroup or SyncGroup is not expired; any other member whose
+        # session runs out is, in every state: a crashed member must not hold a rebalance up until the
+        # (much longer) rebalance timeout.
+        expired = [
+            m
+            for m in g.members.values()
+            if m.deadline < now and m.join_future is None and (m.sync_future is None or m.sync_future.done())
+        ]
+        for m in expired:
+            log.info("group %s: member %s session expired", g.group_id, m.member_id)
+            self._remove_member(g, m, E.UNKNOWN_MEMBER_ID)
         if g.state == GroupState.PREPARING:
             if now >= g.rebalance_deadline or (now >= g.delay_deadline and g.all_joined()):
                 self._complete_join(g)
             return
-        expired = [m for m in g.members.values() if m.deadline < now and m.join_future is None]
-        for m in expired:
-            log.info("group %s: member %s session expired", g.group_id, m.member_id)
-            self._remove_member(g, m, E.UNKNOWN_MEMBER_ID)
         if expired and g.state in (GroupState.STABLE, GroupState.COMPLETING):
             self._prepare_rebalance(g, "member session expired")
         elif expired and not g.members:
@@ -385,6 +392,18 @@ class Coordinator:
         g.delay_deadline = now + delay
         if not delay and g.all_joined():
             self._complete_join(g)
+        elif delay:
+            self._wake_at(g, g.delay_deadline)
+
+    def _wake_at(self, g: Group, when: float) -> None:
+        """Complete the join exactly when the initial delay ends (the sweep loop is only a backstop)."""
+
+        def check() -> None:
+            if g.state == GroupState.PREPARING and time.monotonic() >= g.delay_deadline and g.all_joined():
+                self._complete_join(g)
+
+        loop = asyncio.get_running_loop()
+        loop.call_later(max(when - time.monotonic(), 0) + 0.0005, check)
 
     def _complete_join(self, g: Group) -> None:
         for m in [m for m in g.members.values() if m.join_future is None]:
@@ -546,8 +565,10 @@ class Coordinator:
         g.instances[instance_id] = new_id
         if g.leader == old_id:
             g.leader = new_id
-        if g.state == GroupState.STABLE and old.protocols == protocols:
-            # KIP-345: a restart within the session timeout causes no rebalance.
+        if g.state == GroupState.STABLE and g.choose_protocol() == g.protocol:
+            # KIP-345: a restart within the session timeout causes no rebalance, as long as the group would
+            # keep its protocol. The metadata may well differ (a restarted consumer owns no partitions yet
+            # and has no generation, and the Java client sends both): as in Kafka, that alone is no reason.
             self._persist_soon(g)
             is_leader = g.leader == new_id
             members = (
@@ -588,6 +609,8 @@ class Coordinator:
                 self._complete_join(g)
             elif g.delay_deadline > time.monotonic():
                 # Each newcomer during the initial delay extends it, up to the rebalance deadline.
+                self._wake_at(g, min(time.monotonic() + self.config.initial_rebalance_delay_ms / 1000,
+                                     g.rebalance_deadline))
                 g.delay_deadline = min(
                     time.monotonic() + self.config.initial_rebalance_delay_ms / 1000, g.rebalance_deadline
                 )
@@ -612,10 +635,11 @@ class Coordinator:
         assignments: dict[str, bytes],
     ) -> tuple[E, bytes]:
         g = self.groups.get(group_id)
-        if g is None or g.group_type != "classic" or member_id not in g.members:
+        if g is None or g.group_type != "classic":
             return E.UNKNOWN_MEMBER_ID, b""
-        if instance_id is not None and g.instances.get(instance_id) != member_id:
-            return E.FENCED_INSTANCE_ID, b""
+        err = _validate_member(g, member_id, instance_id)
+        if err != E.NONE:
+            return err, b""
         if generation != g.generation:
             return E.ILLEGAL_GENERATION, b""
         if (protocol_type is not None and protocol_type != g.protocol_type) or (
@@ -654,12 +678,11 @@ class Coordinator:
         g = self.groups.get(group_id)
         if g is not None and g.group_type != "classic":
             return E.UNKNOWN_MEMBER_ID
-        if g is None or member_id not in g.members:
-            if g is not None and instance_id is not None and instance_id in g.instances:
-                return E.FENCED_INSTANCE_ID
+        if g is None:
             return E.UNKNOWN_MEMBER_ID
-        if instance_id is not None and g.instances.get(instance_id) != member_id:
-            return E.FENCED_INSTANCE_ID
+        err = _validate_member(g, member_id, instance_id)
+        if err != E.NONE:
+            return err
         m = g.members[member_id]
         m.touch()
         if g.state == GroupState.PREPARING:
@@ -736,16 +759,18 @@ class Coordinator:
             return E.INVALID_GROUP_ID
         g = self.groups.get(group_id)
         if generation < 0 and not member_id:
-            # A commit from outside any generation (assign() users): only for groups with no members.
+            # A commit from outside any generation (assign() users, admin tools): only for groups with no
+            # members; Kafka answers UNKNOWN_MEMBER_ID otherwise.
             if g is not None and g.members:
-                return E.ILLEGAL_GENERATION
+                return E.UNKNOWN_MEMBER_ID
             return E.NONE
         if g is not None and g.group_type == "consumer":
             return self.consumer.check_commit(g, member_id, generation)
-        if g is None or member_id not in g.members:
+        if g is None:
             return E.UNKNOWN_MEMBER_ID
-        if instance_id is not None and g.instances.get(instance_id) != member_id:
-            return E.FENCED_INSTANCE_ID
+        err = _validate_member(g, member_id, instance_id)
+        if err != E.NONE:
+            return err
         if generation != g.generation:
             return E.ILLEGAL_GENERATION
         if g.state == GroupState.COMPLETING:
@@ -808,6 +833,18 @@ class Coordinator:
                 deletes.append((("o", g.group_id, tp[0], tp[1]), None))
         if deletes:
             asyncio.ensure_future(self._persist(deletes)).add_done_callback(_log_failure)
+
+
+def _validate_member(g: Group, member_id: str, instance_id: str | None) -> E:
+    """Kafka's member check for SyncGroup, Heartbeat and OffsetCommit: a static member is looked up by its
+    instance id first, so an incarnation replaced by a newer one is told FENCED_INSTANCE_ID (fatal for the
+    client) rather than UNKNOWN_MEMBER_ID (on which it would rejoin and fence the newer one in turn)."""
+    if instance_id is not None:
+        known = g.instances.get(instance_id)
+        if known is None:
+            return E.UNKNOWN_MEMBER_ID
+        return E.NONE if known == member_id else E.FENCED_INSTANCE_ID
+    return E.NONE if member_id in g.members else E.UNKNOWN_MEMBER_ID
 
 
 def _log_failure(task: asyncio.Future[Any]) -> None:
