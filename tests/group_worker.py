@@ -72,14 +72,20 @@ def run_confluent(a: argparse.Namespace) -> None:
         "enable.auto.commit": False,
         "auto.offset.reset": a.auto_offset_reset,
     }
-    if a.strategy:
-        conf["partition.assignment.strategy"] = a.strategy
     if a.instance_id:
         conf["group.instance.id"] = a.instance_id
-    if a.session_timeout_ms:
-        conf["session.timeout.ms"] = a.session_timeout_ms
-    if a.heartbeat_interval_ms:
-        conf["heartbeat.interval.ms"] = a.heartbeat_interval_ms
+    if a.group_protocol == "consumer":
+        # KIP-848: assignment and timeouts are the broker's; only the server assignor may be chosen.
+        conf["group.protocol"] = "consumer"
+        if a.strategy:
+            conf["group.remote.assignor"] = a.strategy
+    else:
+        if a.strategy:
+            conf["partition.assignment.strategy"] = a.strategy
+        if a.session_timeout_ms:
+            conf["session.timeout.ms"] = a.session_timeout_ms
+        if a.heartbeat_interval_ms:
+            conf["heartbeat.interval.ms"] = a.heartbeat_interval_ms
     consumer = Consumer(conf)
     pending: dict[int, int] = {}
 
@@ -305,6 +311,7 @@ def main() -> None:
     ap.add_argument("--session-timeout-ms", type=int)
     ap.add_argument("--heartbeat-interval-ms", type=int)
     ap.add_argument("--auto-offset-reset", default="earliest")
+    ap.add_argument("--group-protocol", choices=["classic", "consumer"], default="classic")
     a = ap.parse_args()
     if a.client == "confluent":
         run_confluent(a)

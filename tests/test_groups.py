@@ -323,9 +323,11 @@ class Fleet:
         instance_id: str | None = None,
         session_ms: int | None = None,
         heartbeat_ms: int | None = None,
+        group_protocol: str | None = None,
     ) -> Worker:
         _require(client)
         opts = {
+            "--group-protocol": group_protocol,
             "--topic": topic,
             "--group": group,
             "--strategy": strategy,
@@ -517,6 +519,38 @@ def test_cooperative_sticky_revokes_only_moved_partitions(fleet: Fleet, target: 
     for w in members:
         assert w.stop() == 0, fleet.describe()
     assert_exactly_once(members, expected)
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize(
+    "clients",
+    [("confluent",) * 3, ("java",) * 3, ("confluent", "java", "confluent")],
+    ids=["confluent", "java", "mixed"],
+)
+def test_kip848_assignment_scale_up_and_down(fleet: Fleet, target: Target, clients: tuple[str, ...]) -> None:
+    """group.protocol=consumer: the broker assigns (uniform), members scale up and down, and a partition
+    is never owned by two members at once; every record is consumed exactly once."""
+    bootstrap = target.bootstrap
+    topic, group = create_topic(bootstrap, 6), _name("g-848")
+    expected = produce(bootstrap, topic, 6, 4, "a")
+    opts: dict[str, Any] = {"group_protocol": "consumer"}
+    w1 = fleet.start(clients[0], topic, group, **opts)
+    fleet.wait(lambda: w1.assignment == set(range(6)), "the first member to own all six partitions")
+    w2 = fleet.start(clients[1], topic, group, **opts)
+    fleet.wait(settled([w1, w2], 6), "two members to share six partitions")
+    assert sorted(len(w.assignment) for w in (w1, w2)) == [3, 3], fleet.describe()
+    w3 = fleet.start(clients[2], topic, group, **opts)
+    fleet.wait(settled([w1, w2, w3], 6), "three members to share six partitions")
+    assert sorted(len(w.assignment) for w in (w1, w2, w3)) == [2, 2, 2], fleet.describe()
+    expected |= produce(bootstrap, topic, 6, 4, "b")
+    fleet.wait(consumed_all([w1, w2, w3], expected), "every record to be consumed by three members")
+    assert w2.stop() == 0, fleet.describe()
+    expected |= produce(bootstrap, topic, 6, 4, "c")
+    fleet.wait(settled([w1, w3], 6), "two members to share six partitions after one left")
+    fleet.wait(consumed_all([w1, w2, w3], expected), "every record to be consumed after the scale-down")
+    for w in (w1, w3):
+        assert w.stop() == 0, fleet.describe()
+    assert_exactly_once([w1, w2, w3], expected)
 
 
 @pytest.mark.parametrize("strategy", ["range", "roundrobin"])

@@ -58,6 +58,8 @@ class BrokerSettings(BaseSettings):
     )
     group_min_session_timeout_ms: int = Field(1000, ge=1)
     group_max_session_timeout_ms: int = Field(1_800_000, ge=1)
+    group_consumer_session_timeout_ms: int = Field(45_000, ge=100, description="KIP-848 member session timeout")
+    group_consumer_heartbeat_interval_ms: int = Field(5_000, ge=10, description="KIP-848 heartbeat interval")
     offsets_retention_minutes: int = Field(7 * 24 * 60, ge=1, description="committed offsets of empty groups")
     log_level: str = "INFO"
 

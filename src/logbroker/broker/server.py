@@ -76,6 +76,8 @@ class Broker:
                 min_session_timeout_ms=s.group_min_session_timeout_ms,
                 max_session_timeout_ms=s.group_max_session_timeout_ms,
                 offsets_retention_ms=s.offsets_retention_minutes * 60_000,
+                consumer_session_timeout_ms=s.group_consumer_session_timeout_ms,
+                consumer_heartbeat_interval_ms=s.group_consumer_heartbeat_interval_ms,
             ),
             self._persist_internal,
             self._topic_table,
