@@ -24,7 +24,7 @@ from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 
-from logbroker.client.connection import Connection, KafkaClient
+from logbroker.client.connection import Connection, KafkaClient, fetch_request
 from logbroker.process import LOOPBACK, BrokerProcess
 from logbroker.protocol.errors import ErrorCode
 from logbroker.protocol.messages import APIS, encode_request
@@ -222,32 +222,7 @@ def produce(conn: Connection, topic: str, records: bytes, acks: int = -1, versio
 
 
 def fetch(conn: Connection, topic: str, offset: int, max_wait_ms: int = 0) -> Any:
-    F = FetchRequest.FetchTopic
-    req = FetchRequest(
-        replica_id=-1,
-        max_wait_ms=max_wait_ms,
-        min_bytes=1,
-        max_bytes=MiB,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            F(
-                topic=topic,
-                partitions=[
-                    F.FetchPartition(
-                        partition=0,
-                        current_leader_epoch=-1,
-                        fetch_offset=offset,
-                        log_start_offset=-1,
-                        partition_max_bytes=MiB,
-                    )
-                ],
-            )
-        ],
-        forgotten_topics_data=[],
-        rack_id="",
-    )
+    req = fetch_request(topic, 0, offset, max_wait_ms, MiB)
     [t] = conn.do(req).responses
     [p] = t.partitions
     return p

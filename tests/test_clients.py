@@ -32,10 +32,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka.protocol.consumer import FetchRequest
 
 from logbroker import peers
-from logbroker.client.connection import KafkaClient
+from logbroker.client.connection import KafkaClient, fetch_request
 from logbroker.peers import JavaClientTool, KafkaPeer
 from logbroker.protocol.records import BatchHeader, Compression, iter_headers
 
@@ -172,32 +171,7 @@ def create_topic(bootstrap: str, prefix: str) -> str:
 
 
 def _fetch_raw(client: KafkaClient, topic: str, offset: int) -> tuple[bytes, int]:
-    F = FetchRequest.FetchTopic
-    req = FetchRequest(
-        replica_id=-1,
-        max_wait_ms=0,
-        min_bytes=0,
-        max_bytes=8 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            F(
-                topic=topic,
-                partitions=[
-                    F.FetchPartition(
-                        partition=0,
-                        current_leader_epoch=-1,
-                        fetch_offset=offset,
-                        log_start_offset=-1,
-                        partition_max_bytes=8 << 20,
-                    )
-                ],
-            )
-        ],
-        forgotten_topics_data=[],
-        rack_id="",
-    )
+    req = fetch_request(topic, 0, offset, max_wait_ms=0, max_bytes=8 << 20, min_bytes=0)
     p = client.leader(topic, 0).do(req).responses[0].partitions[0]
     assert p.error_code == 0, f"fetch {topic}@{offset}: error {p.error_code}"
     return bytes(p.records or b""), p.high_watermark

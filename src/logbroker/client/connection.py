@@ -127,6 +127,32 @@ class Connection:
         self.close()
 
 
+def fetch_request(
+    topic: str, partition: int, offset: int, max_wait_ms: int = 500, max_bytes: int = 1 << 20, min_bytes: int = 1
+) -> FetchRequest:
+    """A plain (sessionless) fetch of one partition."""
+    F = FetchRequest.FetchTopic
+    part = F.FetchPartition(
+        partition=partition,
+        current_leader_epoch=-1,
+        fetch_offset=offset,
+        log_start_offset=-1,
+        partition_max_bytes=max_bytes,
+    )
+    return FetchRequest(
+        replica_id=-1,
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[F(topic=topic, partitions=[part])],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+
+
 def parse_bootstrap(bootstrap: str) -> tuple[str, int]:
     first = bootstrap.split(",")[0].strip()
     host, _, port = first.rpartition(":")
@@ -374,32 +400,7 @@ class KafkaClient:
         self, topic: str, partition: int, offset: int, max_wait_ms: int = 500, max_bytes: int = 1 << 20
     ) -> tuple[list[Record], int]:
         """Records at or after `offset` and the high watermark."""
-        F = FetchRequest.FetchTopic
-        req = FetchRequest(
-            replica_id=-1,
-            max_wait_ms=max_wait_ms,
-            min_bytes=1,
-            max_bytes=max_bytes,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=[
-                F(
-                    topic=topic,
-                    partitions=[
-                        F.FetchPartition(
-                            partition=partition,
-                            current_leader_epoch=-1,
-                            fetch_offset=offset,
-                            log_start_offset=-1,
-                            partition_max_bytes=max_bytes,
-                        )
-                    ],
-                )
-            ],
-            forgotten_topics_data=[],
-            rack_id="",
-        )
+        req = fetch_request(topic, partition, offset, max_wait_ms, max_bytes)
         p = self.leader(topic, partition).do(req).responses[0].partitions[0]
         check(p.error_code, context=f"fetch {topic}-{partition}@{offset}")
         recs = [r for r in decode_records(p.records or b"") if r.offset >= offset]
