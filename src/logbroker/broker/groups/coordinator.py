@@ -457,6 +457,7 @@ class Coordinator:
         protocol_type: str,
         protocols: list[tuple[str, bytes]],
         require_known_member_id: bool,
+        supports_skip_assignment: bool = True,
     ) -> JoinResult:
         if not group_id:
             return JoinResult(E.INVALID_GROUP_ID, member_id=member_id)
@@ -484,7 +485,15 @@ class Coordinator:
         if member_id == "":
             if instance_id is not None:
                 return await self._join_static(
-                    g, instance_id, client_id, client_host, session_ms, rebalance_ms, protocol_type, protocols
+                    g,
+                    instance_id,
+                    client_id,
+                    client_host,
+                    session_ms,
+                    rebalance_ms,
+                    protocol_type,
+                    protocols,
+                    supports_skip_assignment,
                 )
             new_id = f"{client_id or 'member'}-{uuid.uuid4()}"
             if require_known_member_id:
@@ -532,6 +541,7 @@ class Coordinator:
         rebalance_ms: int,
         protocol_type: str,
         protocols: list[tuple[str, bytes]],
+        supports_skip_assignment: bool,
     ) -> JoinResult:
         old_id = g.instances.get(instance_id)
         new_id = f"{instance_id}-{uuid.uuid4()}"
@@ -571,6 +581,10 @@ class Coordinator:
             # and has no generation, and the Java client sends both): as in Kafka, that alone is no reason.
             self._persist_soon(g)
             is_leader = g.leader == new_id
+            if is_leader and not supports_skip_assignment:
+                # Before JoinGroup v9 a leader cannot be told to skip the assignment; as Kafka does, name the
+                # old leader id so the restarted client acts as a follower and keeps what it had.
+                return JoinResult(E.NONE, g.generation, g.protocol_type, g.protocol, old_id, new_id, [])
             members = (
                 [(x.member_id, x.instance_id, x.metadata_for(g.protocol)) for x in g.members.values()]
                 if is_leader
@@ -609,8 +623,9 @@ class Coordinator:
                 self._complete_join(g)
             elif g.delay_deadline > time.monotonic():
                 # Each newcomer during the initial delay extends it, up to the rebalance deadline.
-                self._wake_at(g, min(time.monotonic() + self.config.initial_rebalance_delay_ms / 1000,
-                                     g.rebalance_deadline))
+                self._wake_at(
+                    g, min(time.monotonic() + self.config.initial_rebalance_delay_ms / 1000, g.rebalance_deadline)
+                )
                 g.delay_deadline = min(
                     time.monotonic() + self.config.initial_rebalance_delay_ms / 1000, g.rebalance_deadline
                 )

@@ -28,6 +28,7 @@ async def handle(broker: Broker, req: Request) -> R:
         b.protocol_type,
         [(p.name, bytes(p.metadata)) for p in b.protocols],
         require_known_member_id=v >= 4,
+        supports_skip_assignment=v >= 9,
     )
     return R(
         throttle_time_ms=0,
