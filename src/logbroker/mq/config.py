@@ -1,0 +1,154 @@
+"""One configuration model for `logbroker.mq`, from a YAML file, ``LOGBROKER_MQ_*`` environment and overrides.
+
+YAML (a top-level ``mq:`` key is optional)::
+
+    mq:
+      type: kafka                      # embedded (default) | kafka
+      kafka:
+        bootstrap_servers: broker1:9092,broker2:9092
+        sasl: {mechanism: SCRAM-SHA-512, username: milvus, password: secret}
+        ssl: {ca: /etc/ca.pem}
+        producer: {linger.ms: 10}      # passed to confluent-kafka as is
+
+Environment: ``LOGBROKER_MQ_TYPE=kafka``, ``LOGBROKER_MQ_KAFKA__BOOTSTRAP_SERVERS=...``; ``__`` nests, and
+under ``producer``/``consumer`` a ``_`` becomes the ``.`` of librdkafka names (``..._PRODUCER__LINGER_MS``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+
+from logbroker.mq.errors import MQConfigError
+
+ENV_PREFIX = "LOGBROKER_MQ_"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SaslConfig(_Model):
+    mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "PLAIN"
+    username: str | None = None
+    password: SecretStr | None = None
+
+    @model_validator(mode="after")
+    def _both(self) -> SaslConfig:
+        # Milvus panics when only one is set; we refuse it up front with the missing key's name.
+        if self.username and not self.password:
+            raise ValueError("password is required when username is set")
+        if self.password and not self.username:
+            raise ValueError("username is required when password is set")
+        return self
+
+
+class SslConfig(_Model):
+    ca: Path | None = Field(None, description="CA bundle that signed the brokers' certificates")
+    cert: Path | None = Field(None, description="client certificate (mutual TLS)")
+    key: Path | None = Field(None, description="client private key (mutual TLS)")
+    key_password: SecretStr | None = None
+
+    @model_validator(mode="after")
+    def _pair(self) -> SslConfig:
+        if (self.cert is None) != (self.key is None):
+            raise ValueError("cert and key must be given together")
+        return self
+
+
+class KafkaConfig(_Model):
+    bootstrap_servers: str = Field(..., min_length=1)
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] | None = None
+    sasl: SaslConfig | None = None
+    ssl: SslConfig | None = None
+    producer: dict[str, Any] = Field(default_factory=dict)
+    consumer: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _sasl_complete(self) -> KafkaConfig:
+        if self.sasl is not None and not (self.sasl.username and self.sasl.password):
+            raise ValueError("sasl needs both username and password")
+        return self
+
+
+class EmbeddedConfig(_Model):
+    data_dir: Path = Path("./logbroker-data")
+    listen: str = "127.0.0.1:0"
+    bootstrap: str | None = Field(None, description="attach to an already running logbroker instead of starting one")
+    settings: dict[str, Any] = Field(default_factory=dict, description="BrokerSettings overrides")
+
+
+class MQConfig(_Model):
+    type: Literal["embedded", "kafka"] = "embedded"
+    embedded: EmbeddedConfig = Field(default_factory=EmbeddedConfig)
+    kafka: KafkaConfig | None = None
+    auto_create_topics: bool = True
+    num_partitions: int = Field(1, ge=1, description="partitions of topics this layer creates")
+    ack_commit: Literal["message", "batch", "off"] = Field(
+        "batch", description="what Consumer.ack does: commit now, commit every commit_interval_ms, nothing"
+    )
+    commit_interval_ms: int = Field(1000, ge=1)
+    request_timeout_s: float = Field(30.0, gt=0)
+
+    @model_validator(mode="after")
+    def _kafka_needs_servers(self) -> MQConfig:
+        if self.type == "kafka" and self.kafka is None:
+            raise ValueError("type=kafka needs a kafka section with bootstrap_servers")
+        return self
+
+
+def _env_tree(env: Mapping[str, str]) -> dict[str, Any]:
+    tree: dict[str, Any] = {}
+    for name, value in env.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        path = name[len(ENV_PREFIX) :].lower().split("__")
+        if len(path) >= 3 and path[0] == "kafka" and path[1] in ("producer", "consumer"):
+            path = [*path[:2], ".".join(path[2:]).replace("_", ".")]
+        node = tree
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = value
+    return tree
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None, **overrides: Any
+) -> MQConfig:
+    """Defaults < YAML file < environment < keyword overrides; the first bad key is named in one error."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            loaded = yaml.safe_load(Path(path).read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise MQConfigError(f"cannot read mq config {path}: {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise MQConfigError(f"{path}: expected a mapping at the top level")
+        data = loaded.get("mq", loaded) if isinstance(loaded.get("mq"), dict) else loaded
+    data = _merge(data, _env_tree(os.environ if env is None else env))
+    data = _merge(data, overrides)
+    return validate_config(data)
+
+
+def validate_config(data: Mapping[str, Any] | MQConfig) -> MQConfig:
+    if isinstance(data, MQConfig):
+        return data
+    try:
+        return MQConfig.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(["mq", *(str(p) for p in err["loc"])])
+        # Never echo the input: it may be a password.
+        raise MQConfigError(f"{key}: {err['msg']}") from None
