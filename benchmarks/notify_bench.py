@@ -1,0 +1,135 @@
+"""Notifications/s sent and dispatched by logbroker.notify, next to raw confluent-kafka, in one run.
+
+Against a real `logbroker serve` child process (default) or any broker (`--bootstrap`). Three rows:
+raw confluent-kafka (librdkafka defaults, no JSON, the ceiling), notify with oslo's default options
+(each send confirmed by the broker, linger 0; then the same unconfirmed, which is how oslo's own
+driver sends), and notify with batching (pipelined sends, 5 ms linger, batch listener of 100).
+Dispatch rates are measured from the first to the last notification dispatched.
+
+    .venv/bin/python benchmarks/notify_bench.py [--n 50000] [--confirmed-n 2000] [--bootstrap host:port]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import threading
+import time
+import uuid
+from typing import Any
+
+from confluent_kafka import Consumer, Producer
+
+from logbroker.notify import NotificationListener, Notifier
+from logbroker.process import BrokerProcess
+
+PAYLOAD = {"instance_id": "3f1c2a8e-0000-4000-8000-000000000000", "state": "active", "flavor": "m1.small",
+           "host": "compute-17", "memory_mb": 2048, "vcpus": 2}  # fmt: skip
+CONSUMER_TUNING = {"fetch.queue.backoff.ms": 1}
+
+
+def raw(bootstrap: str, n: int) -> tuple[float, float]:
+    topic = f"raw-{uuid.uuid4().hex[:8]}"
+    value = json.dumps({"payload": PAYLOAD, "event_type": "compute.instance.update", "priority": "INFO",
+                        "publisher_id": "bench", "message_id": str(uuid.uuid4()), "_context": {}}).encode()  # fmt: skip
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    t0 = time.perf_counter()
+    for _ in range(n):
+        while True:
+            try:
+                p.produce(topic, value)
+                break
+            except BufferError:
+                p.poll(0.01)
+        p.poll(0)
+    p.flush(60)
+    sent = n / (time.perf_counter() - t0)
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}", "auto.offset.reset": "earliest",
+                  **CONSUMER_TUNING})  # fmt: skip
+    c.subscribe([topic])
+    got, first = 0, 0.0
+    while got < n:
+        msgs = c.consume(500, 1.0)
+        if msgs and not first:
+            first = time.perf_counter()
+        got += sum(1 for m in msgs if m.error() is None)
+    dispatched = (n - 1) / (time.perf_counter() - first)
+    c.close()
+    return sent, dispatched
+
+
+def notify(bootstrap: str, n: int, batching: bool, confirm: bool) -> tuple[float, float]:
+    url = f"kafka://{bootstrap}"
+    topic = f"nb-{uuid.uuid4().hex[:8]}"
+    opts: dict[str, Any] = {"extra": CONSUMER_TUNING}
+    if batching:
+        opts.update(producer_batch_timeout=0.005, producer_batch_size=10000)
+    start_mark = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)
+    with Notifier(url, "bench", [topic], {"producer_batch_timeout": opts.get("producer_batch_timeout", 0.0),
+                                         "producer_batch_size": opts.get("producer_batch_size", 16384)},
+                  confirm=confirm) as notifier:  # fmt: skip
+        t0 = time.perf_counter()
+        for _ in range(n):
+            notifier.info({"user": "u"}, "compute.instance.update", PAYLOAD)
+        notifier.flush()
+        sent = n / (time.perf_counter() - t0)
+    count, first, done = 0, 0.0, threading.Event()
+
+    class Endpoint:
+        def _seen(self, k: int) -> None:
+            nonlocal count, first
+            if not first:
+                first = time.perf_counter()
+            count += k
+            if count >= n:
+                done.set()
+
+        if batching:
+
+            def info(self, messages: list[dict[str, Any]]) -> None:
+                self._seen(len(messages))
+        else:
+
+            def info(self, ctxt: Any, pub: Any, event: Any, payload: Any, md: Any) -> None:
+                self._seen(1)
+
+    listener = NotificationListener(url, [topic], [Endpoint()], pool=f"p-{topic}", driver_options=opts,
+                                    batch_size=100 if batching else 1, batch_timeout=0.1 if batching else None,
+                                    replay_from=start_mark)  # fmt: skip
+    with listener:
+        if not done.wait(300):
+            raise RuntimeError(f"only {count}/{n} dispatched")
+        dispatched = (n - 1) / (time.perf_counter() - first)
+    return sent, dispatched
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=50000, help="notifications for raw and batching rows")
+    ap.add_argument("--confirmed-n", type=int, default=2000, help="notifications for the oslo-defaults row")
+    ap.add_argument("--bootstrap", help="use this broker instead of starting `logbroker serve`")
+    args = ap.parse_args()
+    proc = None
+    bootstrap = args.bootstrap
+    if bootstrap is None:
+        proc = BrokerProcess().start()
+        bootstrap = proc.bootstrap
+    try:
+        raw_s, raw_d = raw(bootstrap, args.n)
+        rows = [("raw confluent-kafka", args.n, raw_s, raw_d),
+                ("notify, oslo defaults", args.confirmed_n, *notify(bootstrap, args.confirmed_n, False, True)),
+                ("  same, unconfirmed", args.n, *notify(bootstrap, args.n, False, False)),
+                ("notify, batching", args.n, *notify(bootstrap, args.n, True, False))]  # fmt: skip
+    finally:
+        if proc is not None:
+            proc.stop()
+            proc.cleanup()
+    print(f"broker: {'logbroker serve (child process)' if proc else bootstrap}")
+    print(f"{'row':<24}{'n':>8}{'sent/s':>12}{'x raw':>8}{'dispatched/s':>15}{'x raw':>8}")
+    for label, n, s, d in rows:
+        print(f"{label:<24}{n:>8}{s:>12,.0f}{s / raw_s:>8.3f}{d:>15,.0f}{d / raw_d:>8.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,259 @@
+"""The receiving side's Kafka part: a consumer group per listener pool, with oslo's commit rule
+(commit before dispatch) or at-least-once (commit after the endpoint returns, rewind on requeue).
+
+Shared by `NotificationListener` and the oslo.messaging driver, so both deliver the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from logbroker.notify.notifier import decode
+from logbroker.notify.transport import KafkaOptions, NotifyError, Transport
+
+LOG = logging.getLogger(__name__)
+
+AT_MOST_ONCE = "at-most-once"
+AT_LEAST_ONCE = "at-least-once"
+
+
+@dataclass
+class Incoming:
+    """One decoded notification and where it came from (for commits and rewinds)."""
+
+    ctxt: dict[str, Any]
+    message: dict[str, Any]
+    topic: str
+    partition: int
+    offset: int
+
+
+def ensure_topics(transport: Transport, topics: Iterable[str], partitions: int = -1, timeout: float = 10.0) -> None:
+    """Create missing topics so a listener can subscribe before the first send (brokers with
+    auto-creation off included); "already exists" is the normal case."""
+    admin = AdminClient(transport.common_config())
+    futures = admin.create_topics([NewTopic(t, num_partitions=partitions) for t in topics], request_timeout=timeout)
+    for topic, fut in futures.items():
+        try:
+            fut.result(timeout)
+        except TimeoutError as exc:
+            raise NotifyError(f"could not reach {transport.bootstrap} within {timeout}s to create {topic!r}") from exc
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                LOG.warning("could not create topic %s: %s", topic, exc)
+    del admin  # kept alive until every future resolved
+
+
+class NotificationConsumer:
+    """Subscribes a consumer group to Kafka topics and hands out decoded notifications."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        topics: list[str],
+        group: str | None,
+        options: KafkaOptions,
+        delivery: str = AT_MOST_ONCE,
+        replay_from_ms: int | None = None,
+    ) -> None:
+        if delivery not in (AT_MOST_ONCE, AT_LEAST_ONCE):
+            raise ValueError(f"delivery must be {AT_MOST_ONCE!r} or {AT_LEAST_ONCE!r}, not {delivery!r}")
+        self.transport = transport
+        self.topics = topics
+        self.options = options
+        self.delivery = delivery
+        self.replay_from_ms = replay_from_ms
+        conf = transport.consumer_config(group, options)
+        if delivery == AT_LEAST_ONCE:
+            conf["enable.auto.commit"] = False
+            conf["enable.auto.offset.store"] = False
+        self._conf = conf
+        self._consumer: Consumer | None = None
+        self._pending: deque[Incoming] = deque()
+        self._replayed: set[tuple[str, int]] = set()
+        self._assigned: set[tuple[str, int]] = set()
+        self._assigned_once = threading.Event()
+        self._lock = threading.RLock()
+        self._stopped = False
+
+    # -- lifecycle
+
+    def start(self, timeout: float | None = None) -> None:
+        """Subscribe and wait (bounded) until partitions are assigned: oslo's `latest` reset would
+        otherwise lose what is sent before the group settles."""
+        timeout = timeout if timeout is not None else max(10.0, self.options.connect_timeout)
+        ensure_topics(self.transport, self.topics, timeout=timeout)
+        self._consumer = Consumer(self._conf)
+        self._consumer.subscribe(self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke)
+        deadline = time.monotonic() + timeout
+        while not self._assigned_once.is_set():
+            if time.monotonic() > deadline:
+                self.close()
+                raise NotifyError(
+                    f"no partitions of {self.topics} assigned within {timeout}s from {self._conf['bootstrap.servers']}"
+                )
+            self._fill(0.1)
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Resolve start offsets here rather than leave "latest" to a lazy reset: then a send made
+        after start() returns is never skipped. Order: first-time replay, committed, log end."""
+        committed = {(tp.topic, tp.partition): tp.offset for tp in consumer.committed(partitions, 10.0)}
+        replay: dict[tuple[str, int], int] = {}
+        fresh_start: list[TopicPartition] = []
+        if self.replay_from_ms is not None:
+            fresh = [tp for tp in partitions if (tp.topic, tp.partition) not in self._replayed]
+            if fresh:
+                query = [TopicPartition(tp.topic, tp.partition, self.replay_from_ms) for tp in fresh]
+                replay = {(tp.topic, tp.partition): tp.offset for tp in consumer.offsets_for_times(query, 10.0)}
+        for tp in partitions:
+            key = (tp.topic, tp.partition)
+            if key in replay:
+                self._replayed.add(key)
+                tp.offset = replay[key] if replay[key] >= 0 else OFFSET_END
+            elif committed.get(key, -1) >= 0:
+                tp.offset = committed[key]
+            else:
+                tp.offset = consumer.get_watermark_offsets(tp, 10.0, cached=False)[1]
+                fresh_start.append(TopicPartition(tp.topic, tp.partition, tp.offset))
+        consumer.assign(partitions)
+        if fresh_start:
+            # Remember where the pool started, so a rebalance before the first message is consumed
+            # resumes here instead of skipping to a newer log end.
+            try:
+                consumer.commit(offsets=fresh_start, asynchronous=False)
+            except KafkaException as exc:
+                LOG.warning("could not commit start offsets: %s", exc)
+        self._assigned.update((tp.topic, tp.partition) for tp in partitions)
+        self._assigned_once.set()
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        gone = {(tp.topic, tp.partition) for tp in partitions}
+        self._assigned -= gone
+        self._pending = deque(m for m in self._pending if (m.topic, m.partition) not in gone)
+
+    @property
+    def assignment(self) -> set[tuple[str, int]]:
+        return set(self._assigned)
+
+    def stop(self) -> None:
+        self._stopped = True
+
+    def close(self) -> None:
+        with self._lock:
+            if self._consumer is not None:
+                try:
+                    self._consumer.close()
+                except (KafkaException, RuntimeError) as exc:
+                    LOG.debug("consumer close: %s", exc)
+                self._consumer = None
+
+    # -- fetching
+
+    def _fill(self, timeout: float, limit: int | None = None) -> None:
+        assert self._consumer is not None
+        # consume(n, t) waits for all n or the whole timeout (oslo's driver pays up to
+        # kafka_consumer_timeout of latency per poll that way): wait for one, then take what is queued.
+        msgs = self._consumer.consume(1, timeout)
+        if not msgs:
+            return
+        more = (limit or self.options.max_poll_records) - 1
+        if more > 0:
+            msgs += self._consumer.consume(more, 0)
+        if self.delivery == AT_MOST_ONCE and not self.options.enable_auto_commit:
+            # oslo's rule: the fetched positions are committed before anything is dispatched.
+            try:
+                self._consumer.commit(asynchronous=False)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError._NO_OFFSET:
+                    LOG.warning("commit failed: %s", exc)
+        for m in msgs:
+            err = m.error()
+            if err is not None:
+                if err.code() != KafkaError._PARTITION_EOF:
+                    LOG.warning("consumer error: %s", err)
+                continue
+            try:
+                ctxt, message = decode(m.value() or b"")
+            except ValueError as exc:
+                LOG.warning("dropping undecodable record %s[%d]@%d: %s", m.topic(), m.partition(), m.offset(), exc)
+                if self.delivery == AT_LEAST_ONCE:
+                    self._consumer.store_offsets(m)
+                continue
+            self._pending.append(Incoming(ctxt, message, m.topic(), m.partition(), m.offset()))
+
+    def fetch(
+        self, batch_size: int = 1, batch_timeout: float | None = None, timeout: float | None = None
+    ) -> list[Incoming]:
+        """Up to `batch_size` notifications: returns when the batch is full, `batch_timeout` after the
+        first one arrived, or after `timeout` (default kafka_consumer_timeout) with nothing."""
+        with self._lock:
+            if self._consumer is None:
+                return []
+            out: list[Incoming] = []
+            wait = self.options.kafka_consumer_timeout if timeout is None else timeout
+            deadline = time.monotonic() + wait
+            batch_deadline: float | None = None
+            while True:
+                while self._pending and len(out) < batch_size:
+                    out.append(self._pending.popleft())
+                if len(out) >= batch_size or self._stopped or (out and not batch_timeout):
+                    break
+                now = time.monotonic()
+                if out and batch_deadline is None:
+                    batch_deadline = now + (batch_timeout or 0.0)
+                left = (batch_deadline if batch_deadline is not None else deadline) - now
+                if left <= 0:
+                    break
+                self._fill(min(left, self.options.kafka_consumer_timeout))
+            return out
+
+    # -- acknowledgements (at-least-once)
+
+    def ack(self, done: list[Incoming]) -> None:
+        """Commit after processing; no-op in at-most-once mode (already committed)."""
+        if self.delivery != AT_LEAST_ONCE or not done:
+            return
+        with self._lock:
+            if self._consumer is None:
+                return
+            last: dict[tuple[str, int], int] = {}
+            for m in done:
+                key = (m.topic, m.partition)
+                last[key] = max(last.get(key, -1), m.offset)
+            tps = [TopicPartition(t, p, o + 1) for (t, p), o in last.items() if (t, p) in self._assigned]
+            if tps:
+                try:
+                    self._consumer.commit(offsets=tps, asynchronous=False)
+                except KafkaException as exc:
+                    LOG.warning("commit failed: %s", exc)
+
+    def requeue(self, undone: list[Incoming]) -> None:
+        """Rewind each partition to its first undone message; later fetched ones are dropped and
+        come again from the broker, in order."""
+        if self.delivery != AT_LEAST_ONCE or not undone:
+            if undone:
+                LOG.warning("requeue ignored: at-most-once delivery committed before dispatch (as oslo's driver)")
+            return
+        with self._lock:
+            if self._consumer is None:
+                return
+            first: dict[tuple[str, int], int] = {}
+            for m in undone:
+                key = (m.topic, m.partition)
+                first[key] = min(first.get(key, m.offset), m.offset)
+            self._pending = deque(m for m in self._pending if (m.topic, m.partition) not in first)
+            for (t, p), off in first.items():
+                if (t, p) in self._assigned:
+                    try:
+                        self._consumer.seek(TopicPartition(t, p, off))
+                    except KafkaException as exc:
+                        LOG.warning("seek %s[%d] to %d failed: %s", t, p, off, exc)
