@@ -776,39 +776,33 @@ def kafka_target(jar_dir: str | Path | None = None) -> Target | str:
     return Target("kafka", _peer_context(lambda: peers.KafkaPeer(jars)), notes)
 
 
-def parse_targets(spec: str | Sequence[str]) -> list[str]:
-    """Turn ``"logbroker,tansu"`` (or a list) into validated, de-duplicated target names."""
+def _parse_names(spec: str | Sequence[str], allowed: Sequence[str], what: str) -> list[str]:
+    """Comma string or list -> validated, de-duplicated names in `allowed` order of first mention."""
     names = spec.split(",") if isinstance(spec, str) else list(spec)
     out: list[str] = []
     for raw in names:
         name = raw.strip().lower()
         if not name:
             continue
-        if name not in ALL_TARGETS:
-            raise ValueError(f"unknown target {raw!r}; choose from {', '.join(ALL_TARGETS)}")
+        if name not in allowed:
+            raise ValueError(f"unknown {what} {raw!r}; choose from {', '.join(allowed)}")
         if name not in out:
             out.append(name)
     if not out:
-        raise ValueError("no target selected")
+        raise ValueError(f"no {what} selected")
     return out
+
+
+def parse_targets(spec: str | Sequence[str]) -> list[str]:
+    """Turn ``"logbroker,tansu"`` (or a list) into validated, de-duplicated target names."""
+    return _parse_names(spec, ALL_TARGETS, "target")
 
 
 def parse_workloads(spec: str | Sequence[str] | None) -> list[str]:
     """Turn ``"throughput,groups"`` (or a list; None means all) into validated workload names."""
     if spec is None:
         return list(WORKLOADS)
-    names = spec.split(",") if isinstance(spec, str) else list(spec)
-    out: list[str] = []
-    for raw in names:
-        name = raw.strip().lower()
-        if not name:
-            continue
-        if name not in WORKLOADS:
-            raise ValueError(f"unknown workload {raw!r}; choose from {', '.join(WORKLOADS)}")
-        if name not in out:
-            out.append(name)
-    if not out:
-        raise ValueError("no workload selected")
+    out = _parse_names(spec, WORKLOADS, "workload")
     return [w for w in WORKLOADS if w in out]
 
 

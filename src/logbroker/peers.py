@@ -13,6 +13,7 @@ watchdog kills the peers if this Python process itself is killed (CI timeouts).
 
 from __future__ import annotations
 
+import abc
 import base64
 import contextlib
 import hashlib
@@ -298,7 +299,7 @@ def _cleanup(res: _Managed) -> None:
         res.tmpdir = None
 
 
-class _Peer:
+class _Peer(abc.ABC):
     """Shared lifecycle: start/stop, context manager, leak-proof cleanup."""
 
     kind = "peer"
@@ -310,16 +311,15 @@ class _Peer:
         self._finalizer: weakref.finalize[Any, Any] | None = None
         self._started = False
 
-    # subclasses implement these
-    def _launch(self) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _launch(self) -> None: ...
 
-    def _wait_ready(self, deadline: float) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _wait_ready(self, deadline: float) -> None: ...
 
     @property
-    def bootstrap(self) -> str:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def bootstrap(self) -> str: ...
 
     def _make_tmpdir(self, base_dir: str | os.PathLike[str] | None) -> Path:
         self._res.tmpdir = tempfile.mkdtemp(prefix=f"logbroker-{self.kind}-", dir=base_dir)
