@@ -115,3 +115,29 @@ def test_retention_deletes_old_segments_in_the_running_broker(tmp_path, topic: s
         assert lo > 0 and hi == 200
         assert len(list((b.data_dir / f"{topic}-0").glob("*.log"))) <= 5
         c.close()
+
+
+def test_log_append_time_topic_is_stamped_by_the_broker(admin: AdminClient, broker: BrokerProcess, topic: str) -> None:
+    admin.create_topics([NewTopic(topic, 1, 1, config={"message.timestamp.type": "LogAppendTime"})])[topic].result(10)
+    before = int(time.time() * 1000)
+    p = ck.Producer({"bootstrap.servers": broker.bootstrap, "compression.type": "zstd"})
+    for i in range(5):
+        p.produce(topic, value=f"v{i}".encode(), timestamp=1_000_000_000_000)
+    assert p.flush(30) == 0
+    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "lat", "enable.auto.commit": False})
+    c.assign([ck.TopicPartition(topic, 0, 0)])
+    got = []
+    deadline = time.monotonic() + 10
+    while len(got) < 5 and time.monotonic() < deadline:
+        got += [m for m in c.consume(10, 0.5) if m.error() is None]
+    c.close()
+    assert [m.value() for m in got] == [f"v{i}".encode() for i in range(5)]
+    for m in got:
+        kind, stamp = m.timestamp()
+        assert kind == ck.TIMESTAMP_LOG_APPEND_TIME
+        assert before - 1000 <= stamp <= int(time.time() * 1000) + 1000
+    with pytest.raises(ck.KafkaException) as exc:
+        admin.create_topics([NewTopic(topic + "x", 1, 1, config={"message.timestamp.type": "Sometimes"})])[
+            topic + "x"
+        ].result(10)
+    assert exc.value.args[0].code() == ck.KafkaError.INVALID_CONFIG

@@ -189,6 +189,20 @@ def assign_offsets(buf: bytearray, headers: Sequence[BatchHeader], base_offset: 
     return nxt
 
 
+def stamp_log_append_time(buf: bytearray, headers: Sequence[BatchHeader], now_ms: int) -> None:
+    """LogAppendTime topics: the broker's clock becomes each batch's max timestamp, flagged in the
+    attributes. Both fields are CRC-covered, so the CRC is recomputed (only on such topics)."""
+    mv = memoryview(buf)
+    for h in headers:
+        pos = h.position
+        h.attributes |= TIMESTAMP_TYPE_MASK
+        h.max_timestamp = now_ms
+        struct.pack_into(">h", buf, pos + ATTRIBUTES, h.attributes)
+        _Q.pack_into(buf, pos + MAX_TIMESTAMP, now_ms)
+        h.crc = crc32c(mv[pos + ATTRIBUTES : pos + LOG_OVERHEAD + h.batch_length])
+        struct.pack_into(">I", buf, pos + CRC, h.crc)
+
+
 # ---------------------------------------------------------------- full record codec (tools, tests)
 
 

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from logbroker.protocol.records import BatchHeader, assign_offsets, decode_batch
+from logbroker.protocol.records import BatchHeader, assign_offsets, decode_batch, stamp_log_append_time
 
 from .producers import BatchMeta, ProducerStateTable
 from .segment import Segment
@@ -29,6 +29,7 @@ class LogConfig:
     retention_bytes: int = -1  # -1: no size limit
     index_interval_bytes: int = 4096
     max_message_bytes: int = 1048588
+    log_append_time: bool = False  # message.timestamp.type=LogAppendTime
 
 
 class OffsetOutOfRange(Exception):
@@ -183,6 +184,8 @@ class PartitionLog:
             seg = self.roll()
         base = self.next_offset
         end = assign_offsets(buf, headers, base)
+        if self.config.log_append_time:
+            stamp_log_append_time(buf, headers, now)
         seg.append(buf, headers)
         for h in headers:
             self.producers.update(h)

@@ -82,6 +82,12 @@ def parse_topic_configs(configs: dict[str, str | None], defaults: LogConfig) -> 
                 values[TOPIC_CONFIG_KEYS[key]] = int(val) if val is not None else values[TOPIC_CONFIG_KEYS[key]]
             except ValueError:
                 raise TopicError("INVALID_CONFIG", f"config {key}={val!r} is not an integer") from None
+        elif key == "message.timestamp.type":
+            if val not in ("CreateTime", "LogAppendTime"):
+                raise TopicError(
+                    "INVALID_CONFIG", f"message.timestamp.type must be CreateTime or LogAppendTime, not {val!r}"
+                )
+            values["log_append_time"] = val == "LogAppendTime"
         elif key not in PASSIVE_TOPIC_CONFIGS:
             raise TopicError("INVALID_CONFIG", f"unknown topic config {key!r}")
     if key_bad := next((k for k in ("segment_bytes", "index_interval_bytes") if values[k] < 14), None):

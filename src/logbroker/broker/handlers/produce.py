@@ -31,12 +31,14 @@ def _name(error: int) -> str:
         return f"error {error}"
 
 
-def _part(index: int, error: int, base: int = -1, start: int = -1, message: str | None = None) -> PR:
+def _part(
+    index: int, error: int, base: int = -1, start: int = -1, message: str | None = None, append_time: int = -1
+) -> PR:
     return PR(
         index=index,
         error_code=error,
         base_offset=base,
-        log_append_time_ms=-1,
+        log_append_time_ms=append_time,
         log_start_offset=start,
         record_errors=[],
         error_message=message,
@@ -133,4 +135,5 @@ def _append(broker: Broker, plog: Any, topic: str, index: int, records: Any) -> 
         return _part(index, code("KAFKA_STORAGE_ERROR"), message=str(exc))
     broker.flusher.written(plog)
     broker.appended(topic, index)
-    return _part(index, 0, base, plog.log_start_offset)
+    append_time = headers[0].max_timestamp if plog.config.log_append_time else -1
+    return _part(index, 0, base, plog.log_start_offset, append_time=append_time)
