@@ -1,0 +1,155 @@
+"""Build a SparkSession that carries Spark's Kafka connector.
+
+The pyspark wheel does not include ``spark-sql-kafka-0-10``; it must be put on the classpath when
+the JVM starts (a running session cannot load it later). Two sources are supported:
+
+* a local jar directory, by default what ``.ci/fetch-jars spark`` resolved into
+  ``.ci/cache/jars/spark`` (or ``$LOGBROKER_JARS_DIR/spark``): no network at session start, and
+  the versions are the ones pinned in ``.ci/maven/spark/pom.xml``;
+* ``spark.jars.packages`` (Ivy resolution from Maven at session start) when no jar directory
+  exists, or when ``packages=`` is given explicitly.
+
+The connector is compiled against one Spark release, so its version must equal pyspark's; a
+mismatch is refused here with a message instead of surfacing later as a NoSuchMethodError.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from logbroker.peers import default_jar_dir, java_available
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["CONNECTOR_ARTIFACT", "SparkSetupError", "connector_jars", "connector_package", "session"]
+
+CONNECTOR_ARTIFACT = "spark-sql-kafka-0-10_2.13"
+_CONNECTOR_JAR = re.compile(rf"^{re.escape(CONNECTOR_ARTIFACT)}-(?P<version>[^/]+)\.jar$")
+
+# Small-machine defaults: tests and local pipelines run on a couple of cores, where Spark's 200
+# shuffle partitions and the web UI cost seconds for nothing. Callers override through conf=.
+_DEFAULT_CONF: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
+}
+
+
+class SparkSetupError(RuntimeError):
+    """Spark cannot be started with the Kafka connector; the message says what to install."""
+
+
+def _pyspark_version() -> str:
+    try:
+        import pyspark
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise SparkSetupError("pyspark is not installed: pip install 'logbroker[spark]'") from exc
+    return str(pyspark.__version__)
+
+
+def connector_package(spark_version: str | None = None) -> str:
+    """Maven coordinate of the connector that matches the installed pyspark (for spark.jars.packages)."""
+    return f"org.apache.spark:{CONNECTOR_ARTIFACT}:{spark_version or _pyspark_version()}"
+
+
+def connector_jars(jar_dir: str | os.PathLike[str] | None = None) -> list[Path]:
+    """The jars to put on ``spark.jars``, checked to contain a connector of pyspark's version.
+
+    An explicit ``jar_dir`` must exist and hold the connector; the default directory is allowed to
+    be absent (the caller then falls back to ``spark.jars.packages``) and yields ``[]``.
+    """
+    explicit = jar_dir is not None
+    directory = Path(jar_dir) if jar_dir is not None else default_jar_dir("spark")
+    jars = sorted(directory.glob("*.jar")) if directory.is_dir() else []
+    if not jars:
+        if explicit:
+            raise SparkSetupError(f"no jars in {directory} (run .ci/fetch-jars spark)")
+        return []
+    versions = [m.group("version") for j in jars if (m := _CONNECTOR_JAR.match(j.name))]
+    if not versions:
+        raise SparkSetupError(f"{directory} has jars but no {CONNECTOR_ARTIFACT}-*.jar (run .ci/fetch-jars spark)")
+    wanted = _pyspark_version()
+    if wanted not in versions:
+        raise SparkSetupError(
+            f"{directory} holds {CONNECTOR_ARTIFACT} {', '.join(versions)} but pyspark is {wanted}; "
+            "the connector must match Spark exactly (fix .ci/maven/spark/pom.xml or the pyspark pin)"
+        )
+    return jars
+
+
+def _check_java() -> None:
+    if not java_available():
+        raise SparkSetupError(
+            "Spark needs a Java runtime (17 or newer) and none was found on JAVA_HOME or PATH; "
+            "install one, e.g. apt-get install openjdk-17-jdk-headless"
+        )
+
+
+def session(
+    master: str = "local[*]",
+    app_name: str = "logbroker",
+    jar_dir: str | os.PathLike[str] | None = None,
+    packages: Sequence[str] | None = None,
+    conf: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """Return a SparkSession whose classpath has Spark's Kafka connector.
+
+    ``jar_dir`` (default: the ``.ci/fetch-jars spark`` directory) supplies the connector as local
+    jars; ``packages`` are Maven coordinates for ``spark.jars.packages`` instead (the connector
+    matching pyspark is used when neither a jar directory nor packages are available). ``conf``
+    entries win over the small-machine defaults above.
+
+    SPARK_LOCAL_IP defaults to 127.0.0.1 (Spark otherwise resolves the hostname and may bind a
+    public interface or fail on hosts without DNS), and PYSPARK_PYTHON/PYSPARK_DRIVER_PYTHON to
+    this interpreter so Python UDF workers see the same packages as the driver.
+
+    Spark keeps one session per JVM: if one is already running, ``getOrCreate`` returns it and
+    the classpath cannot change; that case is refused unless it already has the connector.
+    """
+    _pyspark_version()
+    _check_java()
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+    from pyspark.sql import SparkSession
+
+    settings: dict[str, str] = dict(_DEFAULT_CONF)
+    if packages is not None:
+        settings["spark.jars.packages"] = ",".join(packages)
+    else:
+        jars = connector_jars(jar_dir)
+        if jars:
+            settings["spark.jars"] = ",".join(str(j) for j in jars)
+        else:
+            settings["spark.jars.packages"] = connector_package()
+    settings.update(conf or {})
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        loaded = active.conf.get("spark.jars", "") + "," + active.conf.get("spark.jars.packages", "")
+        if CONNECTOR_ARTIFACT not in (loaded or ""):
+            raise SparkSetupError(
+                "a SparkSession without the Kafka connector is already running in this process; "
+                "stop it first (jars can only be added when the JVM starts)"
+            )
+
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    try:
+        return builder.getOrCreate()
+    except Exception as exc:  # the JVM gateway reports a missing/broken Java only this late
+        if "JAVA_GATEWAY_EXITED" in str(exc) or "Java gateway process exited" in str(exc):
+            raise SparkSetupError(f"the Spark JVM did not start: {exc}") from exc
+        raise

@@ -1,0 +1,43 @@
+"""Backends for the `logbroker.streams` suite: the in-process embedded broker and Apache Kafka (KRaft)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from logbroker import peers
+from logbroker.embedded import EmbeddedBroker
+
+
+def unique(prefix: str = "st") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(scope="session")
+def streams_embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker(tmp_path_factory.mktemp("streams-embedded") / "data") as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def streams_kafka() -> Iterator[peers.KafkaPeer]:
+    if not peers.java_available() or not peers.jars_available("kafka"):
+        pytest.skip("Apache Kafka needs java and the jars from .ci/fetch-jars")
+    with peers.KafkaPeer(server_properties={"group.initial.rebalance.delay.ms": 0}) as peer:
+        yield peer
+
+
+@pytest.fixture(params=("embedded", "kafka"), scope="module")
+def streams_backend(request: pytest.FixtureRequest) -> str:
+    """Bootstrap of the backend under test; the param id names it."""
+    name = "streams_embedded" if request.param == "embedded" else "streams_kafka"
+    return str(request.getfixturevalue(name).bootstrap)
+
+
+def config(bootstrap: str, **overrides: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {"bootstrap": bootstrap, "topic": unique("st"), "consumer_group": unique("g"),
+                            "num_queues": 4, "init_with_last_offset": False}  # fmt: skip
+    return {**base, **overrides}
