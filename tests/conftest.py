@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from logbroker.process import BrokerProcess
+from support import TEST_TARGET, TEST_TARGETS, missing_tool
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
@@ -38,3 +39,22 @@ def topic() -> str:
 
 def make_topic(prefix: str = "t") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="module")
+def bootstrap(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The broker under test: the shared logbroker `broker`, or Apache Kafka when LOGBROKER_TEST_TARGET=kafka
+    (the same assertions against both prove the tests describe Kafka's behaviour, not ours)."""
+    if TEST_TARGET not in TEST_TARGETS:
+        raise pytest.UsageError(f"LOGBROKER_TEST_TARGET must be one of {TEST_TARGETS}, not {TEST_TARGET!r}")
+    if TEST_TARGET == "logbroker":
+        yield request.getfixturevalue("broker").bootstrap
+        return
+    from logbroker import peers
+
+    if not peers.java_available():
+        missing_tool("java not found (needed for LOGBROKER_TEST_TARGET=kafka)")
+    if not peers.jars_available("kafka"):
+        missing_tool(f"no Kafka jars in {peers.default_jar_dir('kafka')} (run .ci/fetch-jars)")
+    with peers.KafkaPeer() as peer:
+        yield peer.bootstrap

@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
 import shutil
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
@@ -35,11 +34,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from logbroker import peers
 from logbroker.client.connection import KafkaClient, fetch_request
-from logbroker.peers import JavaClientTool, KafkaPeer
+from logbroker.peers import JavaClientTool
 from logbroker.protocol.records import BatchHeader, Compression, iter_headers
+from support import TEST_TARGET, missing_tool
 
-TARGET = os.environ.get("LOGBROKER_TEST_TARGET", "logbroker").strip().lower() or "logbroker"
-TARGETS = ("logbroker", "kafka")
+TARGET = TEST_TARGET
 CODECS = ("gzip", "snappy", "lz4", "zstd")
 # The broker's message.max.bytes (logbroker's default equals Kafka's); producers are allowed up to it.
 MESSAGE_MAX_BYTES = 1048588
@@ -151,13 +150,6 @@ def codec_records(n: int = 200) -> list[Rec]:
 # ----------------------------------------------------------------------------------------- helpers
 
 
-def _missing(reason: str) -> None:
-    """Skip for a genuinely missing tool; fail under CI, whose runner installs every tool."""
-    if os.environ.get("CI", "").lower() == "true" or os.environ.get("LOGBROKER_REQUIRE_PEERS"):
-        pytest.fail(f"{reason} (CI must provide it)")
-    pytest.skip(reason)
-
-
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -239,13 +231,13 @@ class Client:
         """Why this client cannot run here (tool not installed), or None."""
         return None
 
-    def codec_missing(self, codec: str) -> str | None:
+    def codecmissing_tool(self, codec: str) -> str | None:
         return None
 
     def require(self) -> None:
         reason = self.missing()
         if reason:
-            _missing(reason)
+            missing_tool(reason)
 
     def produce(
         self,
@@ -378,7 +370,7 @@ class KafkaPythonClient(Client):
     # kafka-python 3.0.x compresses with these packages, not with cramjam (gzip is the standard library's).
     CODEC_PACKAGES = {"snappy": "python-snappy", "lz4": "lz4", "zstd": "zstandard"}
 
-    def codec_missing(self, codec: str) -> str | None:
+    def codecmissing_tool(self, codec: str) -> str | None:
         from kafka import codec as kc
 
         if not getattr(kc, f"has_{codec}")():
@@ -448,7 +440,7 @@ class KafkaPythonClient(Client):
 class AIOKafkaClient(Client):
     name = "aiokafka"
 
-    def codec_missing(self, codec: str) -> str | None:
+    def codecmissing_tool(self, codec: str) -> str | None:
         from aiokafka import codec as ac
 
         if not getattr(ac, f"has_{codec}")():
@@ -553,7 +545,7 @@ class KcatClient(Client):
     def missing(self) -> str | None:
         return None if shutil.which("kcat") else "kcat not found on PATH (apt-get install kcat)"
 
-    def codec_missing(self, codec: str) -> str | None:
+    def codecmissing_tool(self, codec: str) -> str | None:
         return None if codec in _kcat_features() else f"this kcat's librdkafka is built without {codec}"
 
     def _base(self, bootstrap: str, topic: str) -> list[bytes]:
@@ -707,22 +699,6 @@ def client_params(names: Sequence[str] = tuple(CLIENTS)) -> list[Any]:
 # ----------------------------------------------------------------------------------------- fixtures
 
 
-@pytest.fixture(scope="module")
-def bootstrap(request: pytest.FixtureRequest) -> Iterator[str]:
-    """The broker under test: logbroker's shared `broker`, or Apache Kafka when LOGBROKER_TEST_TARGET=kafka."""
-    if TARGET not in TARGETS:
-        raise pytest.UsageError(f"LOGBROKER_TEST_TARGET must be one of {TARGETS}, not {TARGET!r}")
-    if TARGET == "logbroker":
-        yield request.getfixturevalue("broker").bootstrap
-        return
-    if not peers.java_available():
-        _missing("java not found (needed for LOGBROKER_TEST_TARGET=kafka)")
-    if not peers.jars_available("kafka"):
-        _missing(f"no Kafka jars in {peers.default_jar_dir('kafka')} (run .ci/fetch-jars)")
-    with KafkaPeer() as peer:
-        yield peer.bootstrap
-
-
 def _client(name: str) -> Client:
     client = CLIENTS[name]
     client.require()
@@ -756,7 +732,7 @@ def test_round_trip(bootstrap: str, name: str) -> None:
 @pytest.mark.parametrize("name", client_params())
 def test_compression(bootstrap: str, name: str, codec: str) -> None:
     client = _client(name)
-    reason = client.codec_missing(codec)
+    reason = client.codecmissing_tool(codec)
     if reason:
         pytest.skip(reason)
     topic = create_topic(bootstrap, f"z-{name}-{codec}")

@@ -51,6 +51,7 @@ from logbroker.client.connection import Connection, parse_bootstrap
 from logbroker.peers import JavaClientTool, KafkaPeer
 from logbroker.process import BrokerProcess
 from logbroker.protocol.errors import ErrorCode as E
+from support import missing_tool
 
 WORKER = Path(__file__).with_name("group_worker.py")
 CLIENTS = ("confluent", "kafka-python", "aiokafka", "java")
@@ -69,13 +70,6 @@ def _targets() -> list[str]:
     return names
 
 
-def _missing(reason: str) -> None:
-    """Skip for a genuinely missing tool; fail under CI, whose runner installs every tool."""
-    if os.environ.get("CI", "").lower() == "true" or os.environ.get("LOGBROKER_REQUIRE_PEERS"):
-        pytest.fail(f"{reason} (CI must provide it)")
-    pytest.skip(reason)
-
-
 @cache
 def _java_tool() -> JavaClientTool:
     tool = JavaClientTool()
@@ -87,11 +81,11 @@ def _require(client: str) -> None:
     if client != "java":
         return
     if not peers.java_available():
-        _missing("java not found")
+        missing_tool("java not found")
     if not peers.javac_available():
-        _missing("javac not found (a JDK is needed to build tests/java/ClientTool.java)")
+        missing_tool("javac not found (a JDK is needed to build tests/java/ClientTool.java)")
     if not peers.jars_available("clients"):
-        _missing(f"no Kafka client jars in {peers.default_jar_dir('clients')} (run .ci/fetch-jars)")
+        missing_tool(f"no Kafka client jars in {peers.default_jar_dir('clients')} (run .ci/fetch-jars)")
 
 
 def client_params(names: tuple[str, ...] = CLIENTS) -> list[Any]:
@@ -120,9 +114,9 @@ def target(request: pytest.FixtureRequest) -> Iterator[Target]:
         yield Target("logbroker", request.getfixturevalue("broker").bootstrap)
         return
     if not peers.java_available():
-        _missing("java not found (needed for the kafka target)")
+        missing_tool("java not found (needed for the kafka target)")
     if not peers.jars_available("kafka"):
-        _missing(f"no Kafka jars in {peers.default_jar_dir('kafka')} (run .ci/fetch-jars)")
+        missing_tool(f"no Kafka jars in {peers.default_jar_dir('kafka')} (run .ci/fetch-jars)")
     # KafkaPeer turns the initial rebalance delay off; put back Kafka's default so this is stock Kafka.
     with KafkaPeer(server_properties={"group.initial.rebalance.delay.ms": 3000}) as peer:
         yield Target("kafka", peer.bootstrap)

@@ -11,7 +11,6 @@ Kafka (logbroker.peers.KafkaPeer, jars in .ci/cache/jars/kafka) to show the tool
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -25,8 +24,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from logbroker.cli import main
+from support import TEST_TARGET
 
-TARGET = os.environ.get("LOGBROKER_TEST_TARGET", "logbroker").strip().lower()
+TARGET = TEST_TARGET
 PRODUCED = {0: 10, 1: 20, 2: 30}  # records per partition
 COMMITTED = {0: 3, 1: 8, 2: 15}  # what the test consumer commits
 CLIENT_ID = "groups-cli-test"
@@ -34,27 +34,6 @@ JOIN_TIMEOUT_S = 60.0
 
 
 # ------------------------------------------------------------------------------------- fixtures
-
-
-@pytest.fixture(scope="module")
-def bootstrap(request: pytest.FixtureRequest) -> Iterator[str]:
-    if TARGET == "logbroker":
-        yield request.getfixturevalue("broker").bootstrap
-        return
-    if TARGET != "kafka":
-        raise pytest.UsageError(f"LOGBROKER_TEST_TARGET={TARGET!r}: use logbroker (default) or kafka")
-    from logbroker import peers
-
-    if not peers.jars_available("kafka"):
-        pytest.skip(f"no Kafka jars in {peers.default_jar_dir('kafka')} (run .ci/fetch-jars)")
-    if not peers.java_available():
-        pytest.skip("java not found")
-    peer = peers.KafkaPeer()
-    peer.start()
-    try:
-        yield peer.bootstrap
-    finally:
-        peer.stop()
 
 
 @pytest.fixture(scope="module")

@@ -19,36 +19,30 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from logbroker import peers
 from logbroker.peers import JavaClientTool, KafkaCluster, KafkaPeer, PeerError, TansuPeer
+from support import missing_tool
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
-
-
-def _missing(reason: str) -> None:
-    # CI sets LOGBROKER_REQUIRE_PEERS so an unprepared runner fails instead of silently skipping.
-    if os.environ.get("LOGBROKER_REQUIRE_PEERS"):
-        pytest.fail(reason)
-    pytest.skip(reason)
 
 
 def require_tansu() -> None:
     try:
         peers.tansu_binary()
     except PeerError as exc:
-        _missing(str(exc))
+        missing_tool(str(exc))
 
 
 def require_kafka() -> None:
     if not peers.java_available():
-        _missing("java not found")
+        missing_tool("java not found")
     if not peers.jars_available("kafka"):
-        _missing(f"no Kafka jars in {peers.default_jar_dir('kafka')} (run .ci/fetch-jars)")
+        missing_tool(f"no Kafka jars in {peers.default_jar_dir('kafka')} (run .ci/fetch-jars)")
 
 
 def require_java_tool() -> None:
     if not peers.javac_available():
-        _missing("javac not found")
+        missing_tool("javac not found")
     if not peers.jars_available("clients"):
-        _missing(f"no Kafka client jars in {peers.default_jar_dir('clients')} (run .ci/fetch-jars)")
+        missing_tool(f"no Kafka client jars in {peers.default_jar_dir('clients')} (run .ci/fetch-jars)")
 
 
 def _topic(prefix: str) -> str:

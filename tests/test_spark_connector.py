@@ -32,15 +32,14 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from logbroker import peers
-from logbroker.peers import KafkaPeer
+from support import TEST_TARGET, missing_tool
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 pytestmark = pytest.mark.spark
 
-TARGET = os.environ.get("LOGBROKER_TEST_TARGET", "logbroker").strip().lower() or "logbroker"
-TARGETS = ("logbroker", "kafka")
+TARGET = TEST_TARGET
 PARTITIONS = 3
 PER_PARTITION = 4
 # Explicit CreateTime timestamps an hour in the past: Kafka refuses timestamps > 1 h in the future,
@@ -65,30 +64,7 @@ class Rec:
     headers: Headers = ()
 
 
-def _missing(reason: str) -> None:
-    """Skip for a genuinely missing tool; fail under CI, whose runner installs every tool."""
-    if os.environ.get("CI", "").lower() == "true" or os.environ.get("LOGBROKER_REQUIRE_PEERS"):
-        pytest.fail(f"{reason} (CI must provide it)")
-    pytest.skip(reason)
-
-
 # ----------------------------------------------------------------------------------------- fixtures
-
-
-@pytest.fixture(scope="module")
-def bootstrap(request: pytest.FixtureRequest) -> Iterator[str]:
-    """The broker under test: logbroker's shared `broker`, or Apache Kafka when LOGBROKER_TEST_TARGET=kafka."""
-    if TARGET not in TARGETS:
-        raise pytest.UsageError(f"LOGBROKER_TEST_TARGET must be one of {TARGETS}, not {TARGET!r}")
-    if TARGET == "logbroker":
-        yield request.getfixturevalue("broker").bootstrap
-        return
-    if not peers.java_available():
-        _missing("java not found (needed for LOGBROKER_TEST_TARGET=kafka)")
-    if not peers.jars_available("kafka"):
-        _missing(f"no Kafka jars in {peers.default_jar_dir('kafka')} (run .ci/fetch-jars)")
-    with KafkaPeer() as peer:
-        yield peer.bootstrap
 
 
 @pytest.fixture(scope="module")
@@ -97,11 +73,11 @@ def spark() -> Iterator[SparkSession]:
     try:
         import pyspark  # noqa: F401
     except ImportError:
-        _missing("pyspark is not installed (pip install -e '.[spark]')")
+        missing_tool("pyspark is not installed (pip install -e '.[spark]')")
     if not peers.java_available():
-        _missing("java not found (Spark needs a JVM)")
+        missing_tool("java not found (Spark needs a JVM)")
     if not peers.jars_available("spark"):
-        _missing(f"no Spark connector jars in {peers.default_jar_dir('spark')} (run .ci/fetch-jars spark)")
+        missing_tool(f"no Spark connector jars in {peers.default_jar_dir('spark')} (run .ci/fetch-jars spark)")
     from logbroker.spark import session
 
     started = time.monotonic()
