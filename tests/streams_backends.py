@@ -37,7 +37,13 @@ def streams_backend(request: pytest.FixtureRequest) -> str:
     return str(request.getfixturevalue(name).bootstrap)
 
 
+def is_kafka(request: pytest.FixtureRequest) -> bool:
+    """Whether a test parametrized by ``streams_backend`` runs on Apache Kafka."""
+    return bool(request.node.callspec.params.get("streams_backend") == "kafka")
+
+
 def config(bootstrap: str, **overrides: Any) -> dict[str, Any]:
+    """A fresh topic and group per test; no metrics endpoint unless asked (0 = ephemeral port, never 20490)."""
     base: dict[str, Any] = {"bootstrap": bootstrap, "topic": unique("st"), "consumer_group": unique("g"),
-                            "num_queues": 4, "init_with_last_offset": False}  # fmt: skip
+                            "num_queues": 4, "init_with_last_offset": False, "metrics_port": None}  # fmt: skip
     return {**base, **overrides}

@@ -17,7 +17,8 @@ from logbroker.streams import SequenceToken, StreamProvider
 
 async def main(bootstrap: str, topic: str, group: str, out: Path, session_ms: int) -> None:
     cfg = {"bootstrap": bootstrap, "topic": topic, "consumer_group": group, "num_queues": 4,
-           "init_with_last_offset": False, "cache_timespan": 0.2, "session_timeout_ms": session_ms}  # fmt: skip
+           "init_with_last_offset": False, "cache_timespan": 0.2, "session_timeout_ms": session_ms,
+           "metrics_port": 0}  # fmt: skip
     with out.open("a", buffering=1) as f:
 
         def factory(key: str) -> Any:

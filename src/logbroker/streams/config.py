@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from logbroker.streams.errors import StreamsConfigError
 
@@ -15,7 +15,8 @@ class StreamsConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    bootstrap: str = Field(..., min_length=1, description="host:port[,host:port] of the brokers")
+    bootstrap: str = Field("127.0.0.1:9092", min_length=1,
+                           description="host:port[,host:port] of the brokers; default: `logbroker serve`")  # fmt: skip
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     topic: str = Field(..., min_length=1, max_length=249, pattern=r"^[A-Za-z0-9._-]+$")
     consumer_group: str = Field(..., min_length=1)
@@ -23,29 +24,39 @@ class StreamsConfig(BaseModel):
     create_topic: bool = True
     cache_size: int = Field(16_384, ge=1, description="messages held per partition cache")
     cache_timespan: float = Field(60.0, ge=0, description="seconds a message stays cached at least")
-    produce_batch_size: int = Field(1000, ge=1)
+    produce_batch_size: int = Field(1000, ge=1, le=1_000_000, description="messages per produce batch at most")
     produce_wait_ms: int = Field(10, ge=0, le=900_000, description="linger before a produce batch is sent")
     acks: Literal[0, 1, -1] = 1
-    max_bytes_per_fetch: int = Field(32_768, ge=1024)
+    max_bytes_per_fetch: int = Field(32_768, ge=1024, le=64 << 20, description="per partition, as per Orleans queue")
     receive_wait_ms: int = Field(100, ge=1, le=60_000, description="how long one fetch waits for data")
     init_with_last_offset: bool = True
-    session_timeout_ms: int = Field(10_000, ge=1000)
-    metrics_port: int | None = Field(None, ge=0, le=65535, description="None: no HTTP endpoint; 0: any free port")
+    implicit_idle_timeout: float | None = Field(
+        900.0, ge=0, le=7 * 86_400, allow_inf_nan=False,
+        description="seconds an implicit subscription may sit idle before it is retired; None or 0: never",
+    )  # fmt: skip
+    session_timeout_ms: int = Field(10_000, ge=1000, le=3_600_000)
+    metrics_port: int | None = Field(20490, ge=0, le=65535, description="Orleans' 20490; 0: any free; None: off")
+    metrics_host: str = Field("127.0.0.1", min_length=1, description="address the metrics endpoint listens on")
     producer: dict[str, Any] = Field(default_factory=dict, description="extra librdkafka producer settings")
     consumer: dict[str, Any] = Field(default_factory=dict, description="extra librdkafka consumer settings")
 
-    @model_validator(mode="after")
-    def _fetch_fits(self) -> StreamsConfig:
-        if self.max_bytes_per_fetch < 1024:
-            raise ValueError("max_bytes_per_fetch must be at least 1024")
-        return self
+    @field_validator("bootstrap")
+    @classmethod
+    def _host_ports(cls, value: str) -> str:
+        """Caught here, an unparsable list is one clear error instead of librdkafka retrying in the background."""
+        for part in value.split(","):
+            host, sep, port = part.strip().rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"expected host:port[,host:port...], got {part.strip()!r}")
+        return value
 
     @classmethod
     def load(cls, data: Mapping[str, Any] | StreamsConfig | None = None, **overrides: Any) -> StreamsConfig:
         """Validate into one StreamsConfigError naming the first bad key, so callers fix one thing at a time."""
         if isinstance(data, StreamsConfig) and not overrides:
             return data
-        raw = dict(data.model_dump() if isinstance(data, StreamsConfig) else (data or {}))
+        # exclude_unset: a value left at its default stays "not chosen" (metrics_port treats that more leniently)
+        raw = dict(data.model_dump(exclude_unset=True) if isinstance(data, StreamsConfig) else (data or {}))
         raw = dict(raw.get("streams", raw))
         raw.update(overrides)
         try:

@@ -5,15 +5,17 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from logbroker.streams.errors import SerializationError
 
 
-@dataclass(frozen=True, order=True, slots=True)
-class SequenceToken:
-    """Position of one event: (partition, offset, index in batch). Orders the events of one stream."""
+class SequenceToken(NamedTuple):
+    """Position of one event: (partition, offset, index in batch). Orders the events of one stream.
+
+    A named tuple, not a dataclass: one is made and compared per delivered event, and tuple creation and
+    comparison run in C (several times cheaper than a frozen dataclass).
+    """
 
     partition: int
     offset: int
@@ -38,10 +40,19 @@ class HashRing:
         ring = sorted((_h(f"queue-{p}-{v}"), p) for p in range(partitions) for v in range(self.POINTS))
         self._keys = [k for k, _ in ring]
         self._parts = [p for _, p in ring]
+        self._memo: dict[tuple[str, str], int] = {}
 
     def partition(self, namespace: str, key: str) -> int:
-        i = bisect.bisect(self._keys, _h(f"{namespace}\x00{key}"))
-        return self._parts[i % len(self._parts)]
+        """Memoised (bounded): a stream handle per publish would otherwise hash each time."""
+        memo = self._memo
+        got = memo.get((namespace, key))
+        if got is None:
+            i = bisect.bisect(self._keys, _h(f"{namespace}\x00{key}"))
+            got = self._parts[i % len(self._parts)]
+            if len(memo) >= 65_536:
+                memo.clear()
+            memo[namespace, key] = got
+        return got
 
 
 def _h(text: str) -> int:
@@ -56,14 +67,20 @@ class Serializer(Protocol):
 class JsonSerializer:
     """Default: readable on the wire by any tool; refuses what JSON cannot hold instead of stringifying it."""
 
+    def __init__(self) -> None:
+        # built once: json.dumps/loads with options construct a new encoder per call
+        self._encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+        self._decode = json.JSONDecoder().decode
+
     def dumps(self, events: list[Any]) -> bytes:
         try:
-            return json.dumps(events, separators=(",", ":"), allow_nan=False).encode()
+            return self._encode(events).encode()
         except (TypeError, ValueError) as exc:
             raise SerializationError(f"event is not JSON-serialisable: {exc}") from exc
 
     def loads(self, data: bytes) -> list[Any]:
-        return list(json.loads(data))
+        out = self._decode(data.decode())
+        return out if isinstance(out, list) else list(out)
 
 
 class MsgpackSerializer:

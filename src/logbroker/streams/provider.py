@@ -10,14 +10,17 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import heapq
+import inspect
+import itertools
 import logging
 import threading
 import time
 import uuid
-from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections import Counter, deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Any, NamedTuple, Self
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -39,13 +42,63 @@ Handler = Callable[[Any, SequenceToken], Awaitable[None]]
 HandlerFactory = Callable[[str], Handler]
 StreamId = tuple[str, str]
 _LAST = 2**62  # an index past any batch: Token(p, o, _LAST) means "all of offset o"
+_new_token = _new_cached = tuple.__new__  # named tuples without their Python-level __new__: one per event
+_ids = itertools.count(1)
 
 
-@dataclass(slots=True)
-class _Cached:
+class _Cached(NamedTuple):
+    """One cached message. A tuple of atoms (ints, a float, tuples of str/int) on purpose: the garbage
+    collector stops tracking such tuples, so a full cache does not make every collection longer."""
+
     offset: int
     arrived: float
-    last: dict[StreamId, SequenceToken]  # per stream: its last event in this message
+    sid: StreamId | None  # the stream of the message (one per message); None if it was not ours
+    last: SequenceToken | None  # the stream's last event in this message
+
+
+class _Buf:
+    """The cached events of one stream in one partition, oldest first.
+
+    Lists with a moving head rather than a deque: cursors index them in O(1) (deque indexing is O(n)), and
+    ``base + i`` is a stable position a cursor keeps between events, so delivery needs no search. Tokens
+    and events are parallel lists, not pairs: one object less per cached event for the collector.
+    """
+
+    __slots__ = ("base", "events", "head", "tokens")
+
+    def __init__(self) -> None:
+        self.tokens: list[SequenceToken] = []
+        self.events: list[Any] = []
+        self.head = 0  # [:head] are evicted
+        self.base = 0  # absolute position of index 0
+
+    def __len__(self) -> int:
+        return len(self.tokens) - self.head
+
+    def drop_upto(self, offset: int) -> None:
+        """Evict the events of messages at or before ``offset``."""
+        tokens, h = self.tokens, self.head
+        while h < len(tokens) and tokens[h][1] <= offset:
+            self.events[h] = None  # release the event now, not at the next compaction
+            h += 1
+        if h > 256 and 2 * h > len(tokens):  # compact now and then: amortised O(1) per event
+            del tokens[:h]
+            del self.events[:h]
+            self.base += h
+            h = 0
+        self.head = h
+
+    def locate(self, after: SequenceToken | None, hint: int | None) -> int:
+        """Index of the first event after ``after``; the hint is checked, a bisect is the fallback."""
+        tokens, head = self.tokens, self.head
+        if after is None:
+            return head
+        if hint is not None:
+            i = hint - self.base
+            if head <= i <= len(tokens) and (i == head or tokens[i - 1] <= after) and (
+                    i == len(tokens) or tokens[i] > after):  # fmt: skip
+                return i
+        return bisect.bisect_right(tokens, after, lo=head)
 
 
 @dataclass(eq=False)
@@ -54,21 +107,15 @@ class _Agent:
 
     partition: int
     messages: deque[_Cached] = field(default_factory=deque)
-    streams: dict[StreamId, deque[tuple[SequenceToken, Any]]] = field(default_factory=dict)
+    streams: dict[StreamId, _Buf] = field(default_factory=dict)
     evicted_upto: int | None = None  # offset after the last message that left the cache
     next_offset: int | None = None
     paused: bool = False
     pressure_cursors: int = 0
+    gauges: tuple[Any, ...] = ()  # its labelled children (in cache, pressure, paused): labels() is a lookup
 
     def low(self) -> int | None:
         return self.messages[0].offset if self.messages else (self.evicted_upto or self.next_offset)
-
-    def next_after(self, sid: StreamId, after: SequenceToken | None) -> tuple[SequenceToken, Any] | None:
-        dq = self.streams.get(sid)
-        if not dq:
-            return None
-        i = 0 if after is None else bisect.bisect_right(dq, after, key=lambda e: e[0])
-        return dq[i] if i < len(dq) else None
 
 
 class Subscription:
@@ -78,43 +125,69 @@ class Subscription:
                  rewind_from: SequenceToken | None = None, implicit: bool = False) -> None:  # fmt: skip
         self.provider, self.sid, self.handler, self.implicit = provider, sid, handler, implicit
         self.partition = provider.ring.partition(*sid)
-        self.id = uuid.uuid4().hex
+        self.id = next(_ids)  # uuid4 per implicit subscription cost more than delivering its events
         self.after = after
+        self._hint: int | None = None  # absolute position in the stream's _Buf of the next event
         self.rewind_from = rewind_from
         self.delivered = 0
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self.active = False  # subscribed (not unsubscribed)
+        self._task: asyncio.Task[None] | None = None  # only while there is something to deliver
+        self._idle_since = time.monotonic()  # when it last caught up (implicit subscriptions retire on it)
+        self._queued = False  # in the provider's idle heap (at most once)
+        self._wait: asyncio.Future[None] | None = None  # the previous handler's on_deactivate() of this key
 
     def _start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"streams-sub-{self.sid}")
-        self._task.add_done_callback(_log_failure)
-        self._wake.set()
+        self.active = True
+        self._kick()
+
+    def _kick(self) -> None:
+        """Start delivering if idle. A task runs only while events are waiting and ends when it catches up, so
+        10,000 idle streams hold 10,000 small objects rather than 10,000 parked tasks (and their frames) that
+        every garbage collection would walk."""
+        if self.active and self._task is None:
+            self._task = task = asyncio.get_running_loop().create_task(self._run(), name="streams-subscription")
+            task.add_done_callback(_log_failure)
 
     def behind(self, token: SequenceToken) -> bool:
         return self.after is None or self.after < token
 
     async def _run(self) -> None:
-        p = self.provider
-        while True:
-            agent = p._agents.get(self.partition)
-            if self.rewind_from is not None and agent is not None:
-                await self._rewind(agent)
-                continue
-            item = agent.next_after(self.sid, self.after) if agent is not None else None
-            if item is None:
-                await self._wake.wait()
-                self._wake.clear()
-                continue
-            token, event = item
-            try:
-                await self.handler(event, token)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("handler of stream %s failed on %s; continuing", self.sid, token)
-            self.after = token
-            self.delivered += 1
-            p._progress(self.partition)
+        """Deliver until caught up with the cache; new events, an assignment or resume() kick it again."""
+        p, sid = self.provider, self.sid
+        try:
+            if self._wait is not None:  # the retired handler of this key finishes deactivating first
+                prev, self._wait = self._wait, None
+                await asyncio.wait([prev])  # wait(), not await: cancelling this task must not cancel prev
+            while True:
+                agent = p._agents.get(self.partition)
+                if agent is None:
+                    return
+                if self.rewind_from is not None:
+                    await self._rewind(agent)
+                    continue
+                buf = agent.streams.get(sid)
+                if buf is None:
+                    return
+                i = buf.locate(self.after, self._hint)
+                if i >= len(buf.tokens):
+                    self._hint = buf.base + i
+                    return
+                self._hint = buf.base + i + 1  # before the await: eviction may compact the lists meanwhile
+                token, event = buf.tokens[i], buf.events[i]
+                try:
+                    await self.handler(event, token)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("handler of stream %s failed on %s; continuing", self.sid, token)
+                self.after = token
+                self.delivered += 1
+                if agent.paused:  # only a paused cache waits for readers to move on
+                    p._housekeep(agent, time.monotonic())
+        finally:
+            self._task = None
+            if self.implicit:
+                p._went_idle(self)
 
     async def _rewind(self, agent: _Agent) -> None:
         """Serve a token older than the cache from the broker, up to where the cache starts."""
@@ -123,6 +196,7 @@ class Subscription:
         end = agent.low()
         if end is not None and start.offset >= end:  # the cache caught up with the token meanwhile
             self.after, self.rewind_from = SequenceToken(start.partition, start.offset, start.index - 1), None
+            self._hint = None
             return
         events = await asyncio.to_thread(self.provider._read_range, self.partition, start, end, self.sid)
         self.rewind_from = None
@@ -136,6 +210,7 @@ class Subscription:
             self.after = token
             self.delivered += 1
         stop = events[-1][0] if events else None
+        self._hint = None
         if end is not None:
             self.after = max(filter(None, [stop, SequenceToken(self.partition, end - 1, _LAST)]))
         elif stop is not None:
@@ -143,12 +218,13 @@ class Subscription:
 
     async def unsubscribe(self) -> None:
         """Stop delivery; the cursor no longer holds the cache."""
+        self.active = False
         self.provider._subs.get(self.sid, set()).discard(self)
-        if self._task is not None:
-            self._task.cancel()
+        task = self._task
+        if task is not None:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+                await task
         self.provider._progress(self.partition)
 
     async def resume(self, token: SequenceToken | None = None, handler: Handler | None = None) -> Self:
@@ -156,13 +232,24 @@ class Subscription:
         if handler is not None:
             self.handler = handler
         if token is not None:
-            if self._task is not None:  # restart the cursor rather than move it under a running delivery
+            if self.active:  # restart the cursor rather than move it under a running delivery
                 await self.unsubscribe()
             self.after, self.rewind_from = await self.provider._position(self.partition, token)
-        if self._task is None:
+            self._hint = None
+        if not self.active:
             self.provider._subs.setdefault(self.sid, set()).add(self)
             self._start()
         return self
+
+
+@contextlib.contextmanager
+def _librdkafka_settings(key: str) -> Iterator[None]:
+    """librdkafka refuses a bad pass-through setting (``streams.producer`` / ``streams.consumer``) only when the
+    client is built; report it like any other config error, naming the key."""
+    try:
+        yield
+    except KafkaException as exc:
+        raise StreamsConfigError(f"streams.{key}: {exc.args[0].str() if exc.args else exc}") from None
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:
@@ -173,9 +260,14 @@ def _log_failure(task: asyncio.Task[None]) -> None:
 class Stream:
     """A virtual stream (namespace, key); cheap to create, mapped to a partition by the hash ring."""
 
+    __slots__ = ("_headers", "_key", "key", "namespace", "partition", "provider")
+
     def __init__(self, provider: StreamProvider, namespace: str, key: str) -> None:
         self.provider, self.namespace, self.key = provider, namespace, key
         self.partition = provider.ring.partition(namespace, key)
+        # encoded once per stream handle rather than once per publish
+        self._key = f"{namespace}/{key}".encode()
+        self._headers = [("ns", namespace.encode()), ("key", key.encode())]
 
     async def publish(self, events: Any, *, batch: bool = False) -> None:
         """Publish one event, or a list of events as one batch when ``batch=True``; returns when acknowledged."""
@@ -227,32 +319,49 @@ class StreamProvider:
         self._subs: dict[StreamId, set[Subscription]] = {}
         self._implicit: dict[str, HandlerFactory] = {}
         self._implicit_subs: dict[StreamId, Subscription] = {}
+        self._idle_timeout = self.config.implicit_idle_timeout or None  # 0 and None: never retire
+        # (due, id, subscription), one entry per caught-up implicit subscription: the sweep looks at the head only
+        self._idle_heap: list[tuple[float, int, Subscription]] = []
+        self._retiring: dict[StreamId, asyncio.Task[None]] = {}  # on_deactivate() still running, per key
+        self._sids: dict[tuple[bytes, bytes], StreamId] = {}
         self._lock = threading.Lock()
         self._want_paused: dict[int, bool] = {}
         self._commits: dict[int, int] = {}
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._assigned = asyncio.Event()
         self._maint: asyncio.Task[None] | None = None
         self._producer: Producer | None = None
+        self._topic = self.config.topic
+        # (publish, error, partition) appended by delivery callbacks; swapped out whole by the producer thread
+        self._acked: deque[tuple[tuple[asyncio.Future[None], int, float], KafkaError | None, int]] = deque()
         self._consumer: Consumer | None = None
         self._closed = False
 
     # ---- lifecycle -------------------------------------------------------------------------------------------
 
     async def start(self) -> Self:
+        """Serve metrics, check or create the topic, start producing and (unless publish-only) join the group."""
         c = self.config
         self._loop = asyncio.get_running_loop()
-        self.metrics = StreamMetrics(c.metrics_port)
+        self.metrics = StreamMetrics(c.metrics_port, c.metrics_host, required="metrics_port" in c.model_fields_set)
+        try:
+            await self._start_clients()
+        except BaseException:
+            await self.close()  # a failed start leaves no endpoint, thread or client behind
+            raise
+        return self
+
+    async def _start_clients(self) -> None:
+        c = self.config
         await asyncio.to_thread(self._ensure_topic)
         common = {"bootstrap.servers": c.bootstrap, "security.protocol": c.security_protocol}
-        self._producer = Producer({**common, "acks": str(c.acks), "linger.ms": c.produce_wait_ms,
-                                   "batch.num.messages": c.produce_batch_size, **c.producer})  # fmt: skip
+        with _librdkafka_settings("producer"):
+            self._producer = Producer({**common, "acks": str(c.acks), "linger.ms": c.produce_wait_ms,
+                                       "batch.num.messages": c.produce_batch_size, **c.producer})  # fmt: skip
         self._producer_thread()
         if self.consume:
             self._start_consumer()
-        return self
 
     def _producer_thread(self) -> None:
         t = threading.Thread(target=self._produce_loop, name="streams-produce", daemon=True)
@@ -262,16 +371,21 @@ class StreamProvider:
     def _start_consumer(self) -> None:
         c = self.config
         common = {"bootstrap.servers": c.bootstrap, "security.protocol": c.security_protocol}
-        self._consumer = Consumer({
-            **common, "group.id": c.consumer_group, "enable.auto.commit": False,
-            "auto.offset.reset": "latest" if c.init_with_last_offset else "earliest",
-            "fetch.max.bytes": c.max_bytes_per_fetch, "message.max.bytes": c.max_bytes_per_fetch,
-            "max.partition.fetch.bytes": c.max_bytes_per_fetch,
-            "fetch.wait.max.ms": c.receive_wait_ms, "session.timeout.ms": c.session_timeout_ms,
-            "heartbeat.interval.ms": max(100, c.session_timeout_ms // 5), "queued.max.messages.kbytes": 1024,
-            "fetch.queue.backoff.ms": 10,
-            "partition.assignment.strategy": "cooperative-sticky", **c.consumer,
-        })  # fmt: skip
+        # Orleans' max bytes per fetch is per queue (one receiver per partition); one consumer fetches all the
+        # partitions this process owns in one request, so the request may carry that much per partition
+        per_request = max(c.max_bytes_per_fetch, min(c.max_bytes_per_fetch * c.num_queues, 50 << 20))
+        with _librdkafka_settings("consumer"):
+            self._consumer = Consumer({
+                **common, "group.id": c.consumer_group, "enable.auto.commit": False,
+                "auto.offset.reset": "latest" if c.init_with_last_offset else "earliest",
+                "max.partition.fetch.bytes": c.max_bytes_per_fetch, "fetch.max.bytes": per_request,
+                "message.max.bytes": c.max_bytes_per_fetch,
+                "receive.message.max.bytes": max(100_000_000, per_request + 512),
+                "fetch.wait.max.ms": c.receive_wait_ms, "session.timeout.ms": c.session_timeout_ms,
+                "heartbeat.interval.ms": max(100, c.session_timeout_ms // 5), "queued.max.messages.kbytes": 1024,
+                "fetch.queue.backoff.ms": 10,
+                "partition.assignment.strategy": "cooperative-sticky", **c.consumer,
+            })  # fmt: skip
         self._consumer.subscribe([c.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
                                  on_lost=self._on_revoke)  # fmt: skip
         t = threading.Thread(target=self._consume_loop, name="streams-consume", daemon=True)
@@ -303,10 +417,18 @@ class StreamProvider:
         for t in self._threads:
             await asyncio.to_thread(t.join)
         self._producer = self._consumer = None  # librdkafka handles are destroyed now, not at garbage collection
+        tasks = []
         for subs in list(self._subs.values()):
             for s in list(subs):
+                s.active = False
                 if s._task is not None:
+                    tasks.append(s._task)
                     s._task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        # shutting down deactivates the live implicit handlers too, after any earlier deactivation of their key
+        for sub in list(self._implicit_subs.values()):
+            self._retire(sub, count=False)
+        await asyncio.gather(*self._retiring.values(), return_exceptions=True)
         if self.metrics is not None:
             self.metrics.close()
 
@@ -354,7 +476,12 @@ class StreamProvider:
         return Stream(self, namespace, str(key))
 
     def implicit(self, namespace: str, factory: HandlerFactory) -> None:
-        """Activate ``factory(key)`` as the handler of each stream in ``namespace`` on its first event."""
+        """Activate ``factory(key)`` as the handler of each stream in ``namespace`` on its first event.
+
+        After ``implicit_idle_timeout`` seconds with nothing delivered and nothing pending, the handler is
+        retired (its ``on_deactivate()``, sync or async, is called if it has one; also at close()), and the
+        key's next event activates a new ``factory(key)`` from that event on.
+        """
         if not callable(factory):
             raise TypeError("factory must be callable: key -> async handler(event, token)")
         self._implicit[namespace] = factory
@@ -370,49 +497,82 @@ class StreamProvider:
     # ---- produce ---------------------------------------------------------------------------------------------
 
     async def _publish(self, stream: Stream, events: list[Any]) -> None:
-        if self._producer is None or self._closed:
+        producer = self._producer
+        if producer is None or self._closed:
             raise StreamsError("provider is not started")
         payload = self.serializer.dumps(events)  # raises before anything is sent
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[None] = loop.create_future()
-        started = time.perf_counter()
+        assert self._loop is not None
+        fut: asyncio.Future[None] = self._loop.create_future()
+        pending = (fut, len(events), time.perf_counter())
 
-        def done(err: KafkaError | None, _msg: Any) -> None:
-            def settle() -> None:
-                if fut.done():
-                    return
-                if err is not None:
-                    fut.set_exception(PublishError(str(err)))
-                else:
-                    fut.set_result(None)
+        def done(err: KafkaError | None, msg: Any) -> None:  # runs in the producer thread, inside poll()
+            self._acked.append((pending, err, msg.partition()))
 
-            loop.call_soon_threadsafe(settle)
-
-        headers = [("ns", stream.namespace.encode()), ("key", stream.key.encode())]
         while True:
             try:
-                self._producer.produce(self.config.topic, payload, key=f"{stream.namespace}/{stream.key}".encode(),
-                                       partition=stream.partition, headers=headers, on_delivery=done)  # fmt: skip
+                producer.produce(self._topic, payload, key=stream._key, partition=stream.partition,
+                                 headers=stream._headers, on_delivery=done)  # fmt: skip
                 break
-            except BufferError:
+            except BufferError:  # librdkafka's queue is full: let acknowledgements drain it
                 await asyncio.sleep(0.005)
         await fut
-        assert self.metrics is not None
-        self.metrics.produce_time.observe(time.perf_counter() - started)
-        self.metrics.batch_size.observe(len(events))
-        self.metrics.produced.inc(len(events))
 
     def _produce_loop(self) -> None:
-        assert self._producer is not None
+        """Poll acknowledgements and settle them on the loop in one call per round, not one per message."""
+        assert self._producer is not None and self._loop is not None
+        producer, loop = self._producer, self._loop
         while not self._stopping.is_set():
-            self._producer.poll(0.05)
-        self._producer.flush(10)
+            producer.poll(0.05)
+            self._hand_over_acks(loop)
+        producer.flush(10)
+        self._hand_over_acks(loop)
+
+    def _hand_over_acks(self, loop: asyncio.AbstractEventLoop) -> None:
+        if not self._acked:
+            return
+        batch, self._acked = self._acked, deque()
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody awaits these any more
+            loop.call_soon_threadsafe(self._settle, batch)
+
+    def _settle(self, batch: Iterable[tuple[tuple[asyncio.Future[None], int, float], KafkaError | None, int]]) -> None:
+        """Resolve publish() futures; a round's acknowledgements per partition are one produce batch."""
+        m = self.metrics
+        assert m is not None
+        now = time.perf_counter()
+        ok = 0
+        per_partition: Counter[int] = Counter()
+        oldest: dict[int, float] = {}
+        for (fut, n, started), err, partition in batch:
+            per_partition[partition] += 1
+            if started < oldest.get(partition, now):
+                oldest[partition] = started
+            if fut.done():
+                continue
+            if err is not None:
+                fut.set_exception(PublishError(str(err)))
+                continue
+            fut.set_result(None)
+            ok += n
+        m.produced.inc(ok)
+        for partition, count in per_partition.items():  # per batch, not per message: metrics cost locks
+            m.batch_size.observe(count)
+            m.produce_time.observe(now - oldest[partition])
 
     # ---- consume (consumer thread) ---------------------------------------------------------------------------
 
     def _call(self, coro: Awaitable[Any]) -> Any:
-        assert self._loop is not None
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(30)  # type: ignore[arg-type]
+        """Run on the loop and wait. No time limit (a loaded loop is slow, not gone: giving up would kill this
+        thread and stop fetching), but stop waiting once the loop itself has stopped."""
+        loop = self._loop
+        assert loop is not None
+        fut = asyncio.run_coroutine_threadsafe(coro, loop)  # type: ignore[arg-type]
+        while True:
+            try:
+                return fut.result(1.0)
+            except TimeoutError:
+                if loop.is_closed() or not loop.is_running():
+                    fut.cancel()
+                    raise StreamsError("the provider's event loop stopped without close()") from None
 
     def _on_assign(self, consumer: Consumer, parts: list[TopicPartition]) -> None:
         # confluent-kafka applies the (incremental) assignment itself after the callback returns
@@ -543,11 +703,21 @@ class StreamProvider:
     # ---- the cache (event loop) ------------------------------------------------------------------------------
 
     def _decode(self, m: Any) -> tuple[StreamId, list[Any]] | None:
-        h = dict(m.headers() or [])
-        if "ns" not in h or "key" not in h:
-            return None
+        hs = m.headers()
+        if hs is not None and len(hs) == 2 and hs[0][0] == "ns" and hs[1][0] == "key":  # as _publish writes them
+            raw = (hs[0][1], hs[1][1])
+        else:
+            h = dict(hs or [])
+            if "ns" not in h or "key" not in h:
+                return None
+            raw = (h["ns"], h["key"])
         try:
-            return (h["ns"].decode(), h["key"].decode()), self.serializer.loads(m.value())
+            sid = self._sids.get(raw)
+            if sid is None:
+                sid = self._sids[raw] = (raw[0].decode(), raw[1].decode())
+                if len(self._sids) > 100_000:  # bounded: a cache of decoded ids, not a registry of streams
+                    self._sids.clear()
+            return sid, self.serializer.loads(m.value())
         except Exception as exc:
             log.warning("skipping undecodable message at %s/%s: %s", m.partition(), m.offset(), exc)
             return None
@@ -585,8 +755,9 @@ class StreamProvider:
         return point
 
     def _has_readers(self, m: _Cached) -> bool:
-        for sid, last in m.last.items():
-            for s in self._subs.get(sid, ()):
+        last = m.last
+        if m.sid is not None and last is not None:
+            for s in self._subs.get(m.sid, ()):
                 if s.behind(last):
                     return True
         return False
@@ -597,32 +768,44 @@ class StreamProvider:
     def _on_messages(self, msgs: list[Any]) -> None:
         now = time.monotonic()
         touched: set[int] = set()
-        assert self.metrics is not None
+        consumed = 0
+        agents, subs, implicit = self._agents, self._subs, self._implicit
         for m in msgs:
             p = m.partition()
-            agent = self._agents.get(p)
+            agent = agents.get(p)
             if agent is None:  # revoked meanwhile; the new owner fetches it from the committed offset
                 continue
-            if agent.next_offset is not None and m.offset() < agent.next_offset:
+            offset = m.offset()
+            if agent.next_offset is not None and offset < agent.next_offset:
                 continue
-            agent.next_offset = m.offset() + 1
+            agent.next_offset = offset + 1
             got = self._decode(m)
-            cached = _Cached(m.offset(), now, {})
-            if got is not None:
+            if got is not None and got[1]:
                 sid, events = got
-                dq = agent.streams.setdefault(sid, deque())
-                for i, ev in enumerate(events):
-                    dq.append((SequenceToken(p, m.offset(), i), ev))
-                if events:
-                    cached.last[sid] = SequenceToken(p, m.offset(), len(events) - 1)
-                    self._activate(sid, SequenceToken(p, m.offset(), 0))
-                    for s in self._subs.get(sid, ()):
-                        s._wake.set()
-                self.metrics.consumed.inc(len(events))
-            agent.messages.append(cached)
+                buf = agent.streams.get(sid)
+                if buf is None:
+                    buf = agent.streams[sid] = _Buf()
+                if len(events) == 1:
+                    last = first = _new_token(SequenceToken, (p, offset, 0))
+                    buf.tokens.append(first)
+                    buf.events.append(events[0])
+                else:
+                    buf.tokens.extend(_new_token(SequenceToken, (p, offset, i)) for i in range(len(events)))
+                    buf.events.extend(events)
+                    first, last = SequenceToken(p, offset, 0), SequenceToken(p, offset, len(events) - 1)
+                agent.messages.append(_new_cached(_Cached, (offset, now, sid, last)))
+                if sid[0] in implicit and sid not in self._implicit_subs:
+                    self._activate(sid, first)
+                for s in subs.get(sid, ()):
+                    s._kick()
+                consumed += len(events)
+            else:
+                agent.messages.append(_new_cached(_Cached, (offset, now, None, None)))
             touched.add(p)
+        assert self.metrics is not None
+        self.metrics.consumed.inc(consumed)
         for p in touched:
-            self._housekeep(self._agents[p], now)
+            self._housekeep(agents[p], now)
 
     def _activate(self, sid: StreamId, first: SequenceToken) -> None:
         if sid in self._implicit_subs:
@@ -632,9 +815,94 @@ class StreamProvider:
             return
         sub = Subscription(self, sid, factory(sid[1]), SequenceToken(first.partition, first.offset, first.index - 1),
                            implicit=True)  # fmt: skip
+        sub._wait = self._retiring.get(sid)
         self._implicit_subs[sid] = sub
         self._subs.setdefault(sid, set()).add(sub)
+        assert self.metrics is not None
+        self.metrics.implicit_active.set(len(self._implicit_subs))
         sub._start()
+
+    def _went_idle(self, sub: Subscription) -> None:
+        """An implicit subscription caught up: queue it for retirement once it stays idle long enough."""
+        sub._idle_since = now = time.monotonic()
+        if self._idle_timeout is not None and not sub._queued and not self._closed:
+            sub._queued = True
+            heapq.heappush(self._idle_heap, (now + self._idle_timeout, sub.id, sub))
+
+    def _retire_idle(self, now: float, budget: int = 10_000) -> None:
+        """Retire implicit subscriptions idle for ``implicit_idle_timeout`` with nothing left to deliver.
+
+        A heap ordered by due time, one entry per subscription pushed when it catches up (not per event), so
+        a sweep costs O(log n) per retirement rather than a scan of every key; ``budget`` bounds one sweep so a
+        mass retirement does not stall the loop.
+        """
+        heap, timeout = self._idle_heap, self._idle_timeout
+        assert timeout is not None
+        while heap and heap[0][0] <= now and budget > 0:
+            sub = heapq.heappop(heap)[2]
+            sub._queued = False
+            if self._implicit_subs.get(sub.sid) is not sub or sub._task is not None or not sub.active:
+                continue  # retired already, or delivering: the end of that delivery queues it again
+            due = sub._idle_since + timeout
+            if due > now:  # delivered again since it was queued
+                sub._queued = True
+                heapq.heappush(heap, (due, sub.id, sub))
+            elif self._pending(sub):  # cannot happen while deliveries are kicked; never retire over events
+                sub._kick()
+            else:
+                budget -= 1
+                self._retire(sub)
+
+    def _pending(self, sub: Subscription) -> bool:
+        """Whether this process holds events the subscription has not delivered. A revoked partition holds
+        none: its new owner starts from the committed offset, which no retired cursor moved past."""
+        if sub.rewind_from is not None:
+            return True
+        agent = self._agents.get(sub.partition)
+        buf = agent.streams.get(sub.sid) if agent is not None else None
+        return buf is not None and buf.locate(sub.after, sub._hint) < len(buf.tokens)
+
+    def _retire(self, sub: Subscription, *, count: bool = True) -> None:
+        """Forget the cursor of an idle implicit subscription; the key's next event activates a new handler.
+
+        Removed from ``_subs`` at once, so it holds neither the cache nor the commit point. The handler's
+        ``on_deactivate()`` (if it has one) runs as a task; a new activation of the key waits for it.
+        """
+        sid = sub.sid
+        del self._implicit_subs[sid]
+        subs = self._subs.get(sid)
+        if subs is not None:
+            subs.discard(sub)
+            if not subs:
+                del self._subs[sid]
+        sub.active = False
+        m = self.metrics
+        assert m is not None
+        if count:
+            m.implicit_retired.inc()
+        m.implicit_active.set(len(self._implicit_subs))
+        hook = getattr(sub.handler, "on_deactivate", None)
+        if hook is None:
+            return
+        prev = self._retiring.get(sid)  # only at close(): otherwise the retired handler had awaited it
+        task = asyncio.get_running_loop().create_task(self._deactivate(sid, hook, prev), name="streams-deactivate")
+        self._retiring[sid] = task
+
+        def forget(t: asyncio.Task[None]) -> None:
+            if self._retiring.get(sid) is t:
+                del self._retiring[sid]
+
+        task.add_done_callback(forget)
+
+    async def _deactivate(self, sid: StreamId, hook: Callable[[], Any], prev: asyncio.Task[None] | None) -> None:
+        if prev is not None:
+            await asyncio.wait([prev])
+        try:
+            result = hook()
+            if inspect.isawaitable(result):
+                await result
+        except Exception:
+            log.exception("on_deactivate() of the handler of stream %s failed", sid)
 
     def _progress(self, partition: int) -> None:
         agent = self._agents.get(partition)
@@ -651,16 +919,14 @@ class StreamProvider:
             if not (full or now - oldest.arrived >= c.cache_timespan) or self._has_readers(oldest):
                 break
             agent.messages.popleft()
-            for sid in oldest.last:
-                dq = agent.streams[sid]
-                while dq and dq[0][0].offset <= oldest.offset:
-                    dq.popleft()
-                if not dq:
-                    del agent.streams[sid]
+            if oldest.sid is not None:
+                buf = agent.streams[oldest.sid]
+                buf.drop_upto(oldest.offset)
+                if not buf:
+                    del agent.streams[oldest.sid]
             agent.evicted_upto = oldest.offset + 1
             evicted += 1
         assert self.metrics is not None
-        label = str(agent.partition)
         if evicted:
             self.metrics.evictions.inc(evicted)
             with self._lock:
@@ -669,16 +935,21 @@ class StreamProvider:
         agent.pressure_cursors = 0
         if pressure and agent.messages:
             oldest = agent.messages[0]
-            agent.pressure_cursors = sum(
-                1 for sid, last in oldest.last.items() for s in self._subs.get(sid, ()) if s.behind(last)
-            )
+            last = oldest.last
+            if oldest.sid is not None and last is not None:
+                agent.pressure_cursors = sum(1 for s in self._subs.get(oldest.sid, ()) if s.behind(last))
         if pressure != agent.paused:
             agent.paused = pressure
             with self._lock:
                 self._want_paused[agent.partition] = pressure
-        self.metrics.in_cache.labels(label).set(len(agent.messages))
-        self.metrics.pressure.labels(label).set(agent.pressure_cursors)
-        self.metrics.paused.labels(label).set(1 if agent.paused else 0)
+        if not agent.gauges:
+            label = str(agent.partition)
+            m = self.metrics
+            agent.gauges = (m.in_cache.labels(label), m.pressure.labels(label), m.paused.labels(label))
+        in_cache, pressure_gauge, paused = agent.gauges
+        in_cache.set(len(agent.messages))
+        pressure_gauge.set(agent.pressure_cursors)
+        paused.set(1 if agent.paused else 0)
 
     async def _maintain(self) -> None:
         period = min(0.2, max(0.01, self.config.cache_timespan / 10))
@@ -687,12 +958,14 @@ class StreamProvider:
             now = time.monotonic()
             for agent in list(self._agents.values()):
                 self._housekeep(agent, now)
+            if self._idle_timeout is not None:
+                self._retire_idle(now)
 
     def _wake_partition(self, parts: set[int]) -> None:
         for subs in self._subs.values():
             for s in subs:
                 if s.partition in parts:
-                    s._wake.set()
+                    s._kick()
 
     async def _position(self, partition: int, token: SequenceToken) -> tuple[SequenceToken, SequenceToken | None]:
         """Cursor for a subscription from ``token``: inside the cache, or a rewind through the broker."""
