@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import os
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -16,3 +22,75 @@ def missing_tool(reason: str) -> None:
     if os.environ.get("CI", "").lower() == "true" or os.environ.get("LOGBROKER_REQUIRE_PEERS"):
         pytest.fail(f"{reason} (CI must provide it)")
     pytest.skip(reason)
+
+
+def unique(prefix: str = "t") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def both_targets() -> tuple[str, ...]:
+    """Suites that run on both brokers: both, unless LOGBROKER_TEST_TARGET names one."""
+    chosen = os.environ.get("LOGBROKER_TEST_TARGET", "").strip().lower()
+    if not chosen:
+        return TEST_TARGETS
+    if chosen not in TEST_TARGETS:
+        raise pytest.UsageError(f"LOGBROKER_TEST_TARGET must be one of {TEST_TARGETS}, not {chosen!r}")
+    return (chosen,)
+
+
+@contextlib.contextmanager
+def kafka_peer(**server_properties: Any) -> Iterator[str]:
+    """Apache Kafka 4 (KRaft) on loopback, first assignment without the 3 s initial-rebalance delay."""
+    from logbroker import peers
+
+    if not peers.java_available():
+        missing_tool("java not found (Apache Kafka needs a JVM)")
+    if not peers.jars_available("kafka"):
+        missing_tool(f"no Kafka jars in {peers.default_jar_dir('kafka')} (run .ci/fetch-jars)")
+    with peers.KafkaPeer(server_properties={"group.initial.rebalance.delay.ms": 0, **server_properties}) as peer:
+        yield peer.bootstrap
+
+
+def require_spark(*modules: str) -> None:
+    """pyspark (and any other named module), a JVM and the connector jars, or skip/fail per missing_tool."""
+    from logbroker import peers
+
+    for name in ("pyspark", *modules):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing_tool(f"{name} is not installed (pip install -e '.[demo]')")
+    if not peers.java_available():
+        missing_tool("java not found (Spark needs a JVM)")
+    if not peers.jars_available("spark"):
+        missing_tool(f"no Spark connector jars in {peers.default_jar_dir('spark')} (run .ci/fetch-jars spark)")
+
+
+@contextlib.contextmanager
+def spark_session(app_name: str) -> Iterator[Any]:
+    """One local[2] session with the connector (a JVM start costs seconds of the two shared cores)."""
+    require_spark()
+    from logbroker.spark import session
+
+    s = session(master="local[2]", app_name=app_name)
+    s.sparkContext.setLogLevel("ERROR")
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None,
+                 timeout: float = 30.0) -> str:  # fmt: skip
+    """Create a topic and wait until metadata shows all its partitions (creation is asynchronous)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result(timeout)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        md = admin.list_topics(name, timeout=10).topics.get(name)
+        if md is not None and md.error is None and len(md.partitions) == partitions:
+            return name
+        time.sleep(0.1)
+    raise AssertionError(f"topic {name} did not appear with {partitions} partitions")

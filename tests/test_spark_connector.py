@@ -5,9 +5,10 @@ does: the connector's driver side uses the Java AdminClient (topic listing, List
 earliest/latest/timestamp) and its executors plain ``assign()`` consumers and producers, so these
 tests exercise paths no librdkafka test reaches.
 
-Data is produced and read back with confluent-kafka, independently of Spark. The broker under test is
-logbroker (``BrokerProcess``) by default; ``LOGBROKER_TEST_TARGET=kafka`` runs the very same tests
-against Apache Kafka (``KafkaPeer``), to check that the assertions describe Kafka's behaviour.
+Data is produced and read back with confluent-kafka, independently of Spark. Every test runs twice:
+against logbroker (the session's shared ``BrokerProcess``) and against Apache Kafka (``KafkaPeer``,
+started once for the module), so the assertions are known to describe Kafka's behaviour and our
+broker is held to it. ``LOGBROKER_TEST_TARGET=logbroker`` or ``=kafka`` restricts the run to one.
 
 One SparkSession for the module (a JVM start costs ~6 s of the two shared cores), ``local[2]``, small
 data. A missing piece (pyspark, java, connector jars) skips, except under CI, which installs them.
@@ -21,7 +22,6 @@ import shutil
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,17 +29,16 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
-from logbroker import peers
-from support import TEST_TARGET, missing_tool
+from support import both_targets, kafka_peer, spark_session, unique
+from support import create_topic as create_topic_named
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 pytestmark = pytest.mark.spark
 
-TARGET = TEST_TARGET
 PARTITIONS = 3
 PER_PARTITION = 4
 # Explicit CreateTime timestamps an hour in the past: Kafka refuses timestamps > 1 h in the future,
@@ -67,44 +66,26 @@ class Rec:
 # ----------------------------------------------------------------------------------------- fixtures
 
 
+@pytest.fixture(scope="module", params=both_targets())
+def bootstrap(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The broker under test (the param id names it); Kafka starts once for the module."""
+    if request.param == "logbroker":
+        yield request.getfixturevalue("broker").bootstrap
+        return
+    with kafka_peer() as kafka:
+        yield kafka
+
+
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
-    """One local[2] session for the whole module, with the connector from .ci/cache/jars/spark."""
-    try:
-        import pyspark  # noqa: F401
-    except ImportError:
-        missing_tool("pyspark is not installed (pip install -e '.[spark]')")
-    if not peers.java_available():
-        missing_tool("java not found (Spark needs a JVM)")
-    if not peers.jars_available("spark"):
-        missing_tool(f"no Spark connector jars in {peers.default_jar_dir('spark')} (run .ci/fetch-jars spark)")
-    from logbroker.spark import session
-
-    started = time.monotonic()
-    s = session(master="local[2]", app_name="logbroker-test-spark-connector")
-    s.sparkContext.setLogLevel("ERROR")
-    print(f"spark session started in {time.monotonic() - started:.1f}s")  # shown with -s / on failure
-    yield s
-    s.stop()
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+    with spark_session("logbroker-test-spark-connector") as s:
+        yield s
 
 
 def create_topic(
     bootstrap: str, prefix: str, partitions: int = PARTITIONS, config: dict[str, str] | None = None
 ) -> str:
-    name = unique(prefix)
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result(30)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        md = admin.list_topics(name, timeout=10).topics.get(name)
-        if md is not None and md.error is None and len(md.partitions) == partitions:
-            return name
-        time.sleep(0.1)
-    raise AssertionError(f"topic {name} did not appear with {partitions} partitions")
+    return create_topic_named(bootstrap, unique(prefix), partitions, config)
 
 
 def produce(bootstrap: str, topic: str, rows: Sequence[Row]) -> list[Rec]:
@@ -341,10 +322,13 @@ def test_batch_sink_compressed_and_small_fetches(spark: SparkSession, bootstrap:
 
 def run_available_now(spark: SparkSession, bootstrap: str, topic: str, out: Path, checkpoint: Path,
                       **options: str) -> Any:  # fmt: skip
-    """One availableNow run of topic -> Parquet; returns the finished query (for its progress)."""
-    reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", topic).option("startingOffsets", "earliest"))  # fmt: skip
-    for k, v in options.items():
+    """One availableNow run of topic -> Parquet; returns the finished query (for its progress).
+
+    ``subscribePattern`` (or ``assign``) in ``options`` replaces the default ``subscribe=topic``."""
+    reader = spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+    if not {"subscribePattern", "assign"} & options.keys():
+        reader = reader.option("subscribe", topic)
+    for k, v in {"startingOffsets": "earliest", **options}.items():
         reader = reader.option(k, v)
     query = (
         reader.load()
@@ -419,6 +403,82 @@ def test_fail_on_data_loss(spark: SparkSession, bootstrap: str, tmp_path: Path) 
     exc = strict.exception()
     assert isinstance(exc, StreamingQueryException), exc
     assert "failOnDataLoss" in str(exc) or "data may have been lost" in str(exc).lower(), str(exc)[:2000]
+
+
+def delete_topic(bootstrap: str, topic: str) -> None:
+    """Delete a topic and wait until the broker no longer lists it."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic])[topic].result(30)
+    deadline = time.monotonic() + 30
+    while topic in admin.list_topics(timeout=10).topics:
+        assert time.monotonic() < deadline, f"{topic} still listed 30 s after DeleteTopics"
+        time.sleep(0.1)
+
+
+def test_deleted_topic_per_fail_on_data_loss(spark: SparkSession, bootstrap: str, tmp_path: Path) -> None:
+    """One of the topics a streaming query reads is deleted between two runs.
+
+    With ``subscribePattern`` the connector's driver lists topics, finds the checkpointed partitions
+    of the deleted one gone and reports data loss: failOnDataLoss=true fails the query, false goes on
+    with the remaining topic. (When *every* partition is gone the connector sees no new offsets and
+    runs no batch at all, so nothing is reported: the query needs a surviving topic to notice.) A
+    topic re-created under the same name restarts at offset 0, below the checkpoint: data loss again.
+    With ``subscribe`` the connector describes the named topics instead and fails on
+    UNKNOWN_TOPIC_OR_PARTITION whatever failOnDataLoss says (Spark's behaviour, on Kafka too).
+    """
+    from pyspark.errors import StreamingQueryException
+
+    prefix = unique("spark-deleted")
+    doomed = create_topic_named(bootstrap, f"{prefix}-a", partitions=2)
+    kept = create_topic_named(bootstrap, f"{prefix}-b", partitions=1)
+    produce(bootstrap, doomed, standard_rows(n=3, partitions=2))
+    produce(bootstrap, kept, standard_rows(n=2, partitions=1))
+    pattern = {"subscribePattern": prefix.replace("-", ".") + "-.*"}
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    assert run_available_now(spark, bootstrap, doomed, out, checkpoint, **pattern).exception() is None
+    named_out, named_checkpoint = tmp_path / "named-out", tmp_path / "named-checkpoint"
+    assert run_available_now(spark, bootstrap, doomed, named_out, named_checkpoint).exception() is None
+
+    def archived(path: Path) -> list[tuple[str, int, int]]:
+        return sorted((r["topic"], r["partition"], r["offset"]) for r in spark.read.parquet(str(path)).collect())
+
+    before = [(doomed, p, o) for p in (0, 1) for o in range(3)] + [(kept, 0, 0), (kept, 0, 1)]
+    assert archived(out) == before
+    delete_topic(bootstrap, doomed)
+    produce(bootstrap, kept, standard_rows(n=1, partitions=1, start=2))
+    strict_out, strict_checkpoint = tmp_path / "strict-out", tmp_path / "strict-checkpoint"
+    reborn_out, reborn_checkpoint = tmp_path / "reborn-out", tmp_path / "reborn-checkpoint"
+    for o, c in ((strict_out, strict_checkpoint), (reborn_out, reborn_checkpoint)):
+        shutil.copytree(out, o)
+        shutil.copytree(checkpoint, c)
+
+    def assert_data_loss(query: Any, detail: str) -> None:
+        exc = query.exception()
+        assert isinstance(exc, StreamingQueryException), f"no data-loss error: {exc}"
+        text = str(exc)
+        assert "failOnDataLoss" in text and detail in text, text[:3000]
+
+    strict = run_available_now(spark, bootstrap, doomed, strict_out, strict_checkpoint, failOnDataLoss="true",
+                               **pattern)  # fmt: skip
+    assert_data_loss(strict, f"{doomed}-0")
+    lenient = run_available_now(spark, bootstrap, doomed, out, checkpoint, failOnDataLoss="false", **pattern)
+    assert lenient.exception() is None, str(lenient.exception())[:3000]
+    assert archived(out) == [*before, (kept, 0, 2)]
+    for flag in ("true", "false"):
+        named = run_available_now(spark, bootstrap, doomed, named_out, named_checkpoint, failOnDataLoss=flag)
+        assert "UnknownTopicOrPartition" in str(named.exception()), str(named.exception())[:3000]
+
+    # Same name again, two fresh records in partition 0 (offsets 0, 1). A checkpoint from before the
+    # deletion says 3 and 3: offsets went backwards, data loss again. The lenient query above dropped
+    # the deleted partitions from its offsets, so to it the topic is new: read from its start.
+    create_topic_named(bootstrap, doomed, partitions=2)
+    produce(bootstrap, doomed, standard_rows(n=2, partitions=1))
+    reborn = run_available_now(spark, bootstrap, doomed, reborn_out, reborn_checkpoint, failOnDataLoss="true",
+                               **pattern)  # fmt: skip
+    assert_data_loss(reborn, "offset was changed from 3 to")  # 2 for partition 0, 0 for partition 1
+    lenient = run_available_now(spark, bootstrap, doomed, out, checkpoint, failOnDataLoss="false", **pattern)
+    assert lenient.exception() is None, str(lenient.exception())[:3000]
+    assert archived(out) == sorted([*before, (kept, 0, 2), (doomed, 0, 0), (doomed, 0, 1)])
 
 
 def test_streaming_picks_up_new_partitions_and_topics(spark: SparkSession, bootstrap: str, tmp_path: Path) -> None:

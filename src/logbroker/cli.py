@@ -14,7 +14,48 @@ from logbroker import __version__
 from logbroker.config import ConfigError, load_settings
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _LazyGroup(click.Group):
+    """Commands whose modules pull in heavy optional dependencies (pyspark, matplotlib) load on use,
+    so `logbroker serve` starts fast and works without the `spark`/`demo` extras."""
+
+    lazy: dict[str, tuple[str, str, str]] = {
+        "pipeline": ("logbroker.spark.cli", "pipeline", "PySpark pipelines: run SPEC, archive, rollup, replay."),
+        "demo": ("logbroker.demo", "demo", "End to end: embedded broker, notifications, Spark archive + rollup."),
+    }
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.lazy])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.lazy:
+            return super().get_command(ctx, cmd_name)
+        module_name, attr, _ = self.lazy[cmd_name]
+        import importlib
+
+        try:
+            command = getattr(importlib.import_module(module_name), attr)
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith("logbroker"):
+                raise
+            raise click.ClickException(
+                f"`logbroker {cmd_name}` needs {exc.name}: pip install 'logbroker[demo]' (pyspark, matplotlib)"
+            ) from exc
+        assert isinstance(command, click.Command)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in self.lazy:
+                rows.append((name, self.lazy[name][2]))
+            elif (cmd := super().get_command(ctx, name)) is not None and not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(formatter.width - 6 - len(name))))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="logbroker")
 def main() -> None:
     """logbroker: a Kafka-compatible log broker toolkit."""

@@ -7,7 +7,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -15,6 +15,17 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from logbroker.notify.transport import KafkaOptions, NotifyError, Transport, get_transport
 
 PRIORITIES = ("audit", "debug", "info", "warn", "error", "critical", "sample")
+
+
+def _utcnow() -> _dt.datetime:
+    return _dt.datetime.now(_dt.UTC)
+
+
+def format_timestamp(when: _dt.datetime) -> str:
+    """The envelope's `timestamp`: UTC, as oslo writes it; a naive datetime is taken to be UTC."""
+    if when.tzinfo is not None:
+        when = when.astimezone(_dt.UTC)
+    return when.strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
 def encode(ctxt: Mapping[str, Any] | None, message: Mapping[str, Any]) -> bytes:
@@ -144,6 +155,9 @@ class Notifier:
     `confirm=True` (default) waits for the broker's acknowledgement, so errors surface at the call
     site; `confirm=False` pipelines sends (the batching options then pay off) and reports failed
     deliveries on the next call, `flush()` or `close()`.
+
+    `clock` (default: the wall clock) supplies each envelope's `timestamp`; generators and replays
+    use it to stamp notifications with simulated or original event times.
     """
 
     def __init__(
@@ -154,8 +168,10 @@ class Notifier:
         driver_options: KafkaOptions | dict[str, Any] | None = None,
         retry: int | None = None,
         confirm: bool = True,
+        clock: Callable[[], _dt.datetime] | None = None,
     ) -> None:
         self.transport = get_transport(transport, driver_options)
+        self.clock = clock or _utcnow
         self.publisher_id = publisher_id
         self.topics = list(topics)
         self.retry = retry
@@ -179,7 +195,7 @@ class Notifier:
             "event_type": event_type,
             "priority": priority.upper(),
             "payload": payload,
-            "timestamp": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f"),
+            "timestamp": format_timestamp(self.clock()),
         }
         value = encode(ctxt, message)
         for topic in self.topics:

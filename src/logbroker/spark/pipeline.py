@@ -1,0 +1,448 @@
+"""Run a `PipelineSpec`: source -> decode -> watermark -> SQL transform -> one query per sink.
+
+Each sink is its own streaming query with its own checkpoint (``<checkpoint>/<sink-index>``), so the
+sinks' progress is independent: a failing topic sink does not hold back the archive. Delivery per
+sink: Parquet append uses Spark's file sink (exactly-once: a batch's files are listed in
+``_spark_metadata`` only when the batch commits, and readers honour that log); Parquet upsert
+rewrites the dataset with the batch's rows winning per key (a replayed batch rewrites the same
+result, so it is idempotent); topic and console sinks are at-least-once.
+
+A parquet source without a checkpoint is read once as a batch and written the same way; with one
+it is a file stream (new files only, across runs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+from logbroker.spark.decode import ARCHIVE_SCHEMA, decode
+from logbroker.spark.produce import ProduceError, produce_frame
+from logbroker.spark.spec import ConsoleSink, KafkaSource, ParquetSink, ParquetSource, PipelineSpec, TopicSink
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+__all__ = ["PipelineError", "RunResult", "run"]
+
+ProgressCallback = Callable[[dict[str, Any]], None]
+StopCondition = Callable[[dict[str, Any]], bool]
+_POLL = 0.5
+
+
+class PipelineError(RuntimeError):
+    """A sink's query failed; the message names the sink and carries Spark's reason."""
+
+
+@dataclass
+class RunResult:
+    """What a run did. `rows_in`/`batches` count the first sink's query (every sink reads the same
+    input); `lag` is the records left behind at the end (None for non-Kafka sources)."""
+
+    name: str
+    rows_in: int
+    batches: int
+    seconds: float
+    sinks: list[str]
+    lag: int | None
+    stopped: str = "finished"  # finished | timeout | until | interrupted
+    rows_per_sink: list[int] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------------ helpers
+
+
+def _local(path: str) -> Path | None:
+    """A local filesystem path for `path` (plain or file:// URL); None for remote filesystems."""
+    parsed = urlparse(path)
+    if parsed.scheme in ("", "file"):
+        return Path(parsed.path if parsed.scheme else path)
+    return None
+
+
+def lag_of(progress: dict[str, Any]) -> int | None:
+    """Sum over Kafka partitions of latestOffset - endOffset, from one StreamingQueryProgress."""
+    total: int | None = None
+    for source in progress.get("sources") or ():
+        latest, end = source.get("latestOffset"), source.get("endOffset")
+        try:
+            latest_d = json.loads(latest) if isinstance(latest, str) else latest
+            end_d = json.loads(end) if isinstance(end, str) else end
+        except (TypeError, ValueError):
+            continue
+        if not isinstance(latest_d, dict) or not isinstance(end_d, dict):
+            continue
+        for topic, parts in latest_d.items():
+            if not isinstance(parts, dict):
+                continue
+            done = end_d.get(topic) or {}
+            for p, off in parts.items():
+                if isinstance(off, int) and isinstance(done.get(p, 0), int):
+                    total = (total or 0) + max(0, off - int(done.get(p, 0)))
+    return total
+
+
+def _source_frame(spark: SparkSession, spec: PipelineSpec) -> DataFrame:
+    src = spec.source
+    if isinstance(src, KafkaSource):
+        reader = spark.readStream.format("kafka")
+        for k, v in src.connector_options().items():
+            reader = reader.option(k, v)
+        return reader.load()
+    assert isinstance(src, ParquetSource)
+    local = _local(src.path)
+    if local is not None and not local.exists():
+        raise PipelineError(f"source.path: {src.path} does not exist")
+    if not spec.streaming:
+        return spark.read.parquet(src.path)
+    # A file stream needs its schema up front: the dataset's own, or the archive layout while empty.
+    schema: Any = ARCHIVE_SCHEMA
+    try:
+        schema = spark.read.parquet(src.path).schema
+    except Exception:  # no data file yet: Spark cannot infer a schema
+        pass
+    return spark.readStream.schema(schema).parquet(src.path)
+
+
+_DATA_FILE = "part-00000.parquet"
+
+
+def _data_files(root: Path) -> list[Path]:
+    """Parquet files a reader of `root` sees (not under `_`/`.` entries such as _checkpoint)."""
+    if not root.is_dir():
+        return []
+    return [p for p in root.rglob("*.parquet")
+            if not any(part.startswith(("_", ".")) for part in p.relative_to(root).parts)]  # fmt: skip
+
+
+def _install(staging: Path, target: Path) -> None:
+    """Move the staged files over the dataset's, one atomic os.replace per partition directory.
+
+    Each directory holds a single file of a fixed name, so replacing it is atomic: a reader sees the
+    old or the new rows, never both (no duplicate keys). The whole directory is not swapped because
+    it also holds the query's checkpoint. Hadoop's local filesystem verifies `.<name>.crc` files:
+    the old one goes first and the new one follows, so no reader meets a mismatching checksum.
+    """
+    installed: set[Path] = set()
+    for new in _data_files(staging):
+        dest_dir = target / new.parent.relative_to(staging)
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        dest = dest_dir / _DATA_FILE
+        (dest_dir / f".{_DATA_FILE}.crc").unlink(missing_ok=True)
+        os.replace(new, dest)
+        crc = new.parent / f".{new.name}.crc"
+        if crc.exists():
+            os.replace(crc, dest_dir / f".{_DATA_FILE}.crc")
+        installed.add(dest)
+    for old in _data_files(target):
+        if old not in installed:
+            old.unlink(missing_ok=True)
+            (old.parent / f".{old.name}.crc").unlink(missing_ok=True)
+
+
+def upsert_batch(sink: ParquetSink) -> Callable[[DataFrame, int], None]:
+    """foreachBatch body: merge the batch into the dataset at `sink.path`, batch rows winning per key.
+
+    The merged table is written to a staging directory inside the dataset (``_staging-*``, which
+    readers ignore) and installed file by file (see `_install`); meant for rollup-sized data. Keys
+    compare null-safely (window partitioning); duplicates of a key inside one batch keep one
+    arbitrary row. Running the same batch again gives the same table: idempotent on replay.
+    """
+
+    def merge(batch: DataFrame, batch_id: int) -> None:
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        spark = batch.sparkSession
+        local = _local(sink.path)
+        if local is None:
+            raise PipelineError(f"upsert sink needs a local path, not {sink.path}")
+        for stale in local.glob("_staging-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        rows = batch.withColumn("_prio", F.lit(0))
+        if _data_files(local):
+            existing = spark.read.parquet(str(local)).select(*batch.columns).withColumn("_prio", F.lit(1))
+            rows = rows.unionByName(existing)
+        w = Window.partitionBy(*[F.col(f"`{k}`") for k in sink.keys]).orderBy("_prio")
+        merged = rows.withColumn("_rn", F.row_number().over(w)).where("_rn = 1").drop("_rn", "_prio")
+        staging = local / f"_staging-{batch_id}-{uuid.uuid4().hex[:8]}"
+        writer = merged.coalesce(1).write.mode("overwrite")
+        if sink.partition_by:
+            writer = writer.partitionBy(*sink.partition_by)
+        writer.parquet(str(staging))
+        _install(staging, local)
+        shutil.rmtree(staging, ignore_errors=True)
+
+    return merge
+
+
+def _produce_keeping_timestamps(df: DataFrame, bootstrap: str, topic: str | None) -> None:
+    """A topic sink with keep_timestamp: Spark's Kafka writer has no timestamp column, so the rows go
+    through the same confluent-kafka path as replay (key/value as binary, headers, CreateTime from
+    `timestamp`, a `partition` column honoured, a `topic` column when no topic option)."""
+    cols = set(df.columns)
+    if topic is None and "topic" not in cols:
+        raise PipelineError("topic sink: no topic option and no topic column")
+
+    def pick(name: str, expr: str, fallback: str) -> str:
+        return expr if name in cols else fallback
+
+    frame = df.selectExpr(
+        pick("topic", "CAST(topic AS STRING) AS _target", "CAST(NULL AS STRING) AS _target"),
+        pick("partition", "CAST(partition AS INT) AS _partition", "CAST(NULL AS INT) AS _partition"),
+        pick("offset", "CAST(offset AS STRING) AS _source", "CAST(NULL AS STRING) AS _source"),
+        pick("key", "CAST(key AS BINARY) AS key", "CAST(NULL AS BINARY) AS key"),
+        "CAST(value AS BINARY) AS value",
+        pick("headers", "headers", "CAST(NULL AS ARRAY<STRUCT<key: STRING, value: BINARY>>) AS headers"),
+        pick("timestamp", "unix_millis(timestamp) AS _ts", "CAST(NULL AS BIGINT) AS _ts"),
+    )
+    try:
+        produce_frame(frame, bootstrap, topic)
+    except ProduceError as exc:
+        raise PipelineError(f"topic sink: producing {exc}") from exc
+
+
+def _start(spec: PipelineSpec, index: int, sink: Any, df: DataFrame) -> StreamingQuery:
+    writer = df.writeStream.queryName(f"{spec.name}-{index}-{uuid.uuid4().hex[:6]}")
+    if spec.checkpoint:
+        writer = writer.option("checkpointLocation", f"{spec.checkpoint.rstrip('/')}/{index}")
+    if spec.trigger.processing_time is not None:
+        writer = writer.trigger(processingTime=spec.trigger.processing_time)
+    else:
+        writer = writer.trigger(availableNow=True)
+    if isinstance(sink, ParquetSink) and sink.mode == "append":
+        writer = writer.format("parquet").option("path", sink.path).outputMode("append")
+        if sink.partition_by:
+            writer = writer.partitionBy(*sink.partition_by)
+    elif isinstance(sink, ParquetSink):
+        writer = writer.outputMode("update").foreachBatch(upsert_batch(sink))
+    elif isinstance(sink, TopicSink) and sink.keep_timestamp:
+        bootstrap, topic = spec.sink_bootstrap(sink), sink.topic
+        writer = writer.outputMode("update").foreachBatch(
+            lambda b, _i: _produce_keeping_timestamps(b, bootstrap, topic)
+        )
+    elif isinstance(sink, TopicSink):
+        writer = writer.format("kafka").option("kafka.bootstrap.servers", spec.sink_bootstrap(sink))
+        if sink.topic:
+            writer = writer.option("topic", sink.topic)
+        writer = writer.outputMode("update")  # = append without aggregation; changed rows with one
+    else:
+        assert isinstance(sink, ConsoleSink)
+        writer = writer.format("console").option("numRows", sink.num_rows).option("truncate", "false")
+        writer = writer.outputMode("update")
+    return writer.start()
+
+
+def _write_batch(spec: PipelineSpec, sink: Any, df: DataFrame) -> None:
+    """The batch path (parquet source without checkpoint): the same sinks, written once."""
+    if isinstance(sink, ParquetSink) and sink.mode == "append":
+        writer = df.write.mode("append")
+        if sink.partition_by:
+            writer = writer.partitionBy(*sink.partition_by)
+        writer.parquet(sink.path)
+    elif isinstance(sink, ParquetSink):
+        upsert_batch(sink)(df, 0)
+    elif isinstance(sink, TopicSink) and sink.keep_timestamp:
+        _produce_keeping_timestamps(df, spec.sink_bootstrap(sink), sink.topic)
+    elif isinstance(sink, TopicSink):
+        writer = df.write.format("kafka").option("kafka.bootstrap.servers", spec.sink_bootstrap(sink))
+        if sink.topic:
+            writer = writer.option("topic", sink.topic)
+        writer.save()
+    else:
+        df.show(sink.num_rows, truncate=False)
+
+
+def _describe(sink: Any) -> str:
+    if isinstance(sink, ParquetSink):
+        return f"parquet:{sink.path}" + (" (upsert)" if sink.mode == "upsert" else "")
+    if isinstance(sink, TopicSink):
+        return f"topic:{sink.topic or '<topic column>'}"
+    return "console"
+
+
+class _Progress:
+    """Collects StreamingQueryProgress per query (by batchId, so polling never double counts) and
+    shows rows, rows/s and lag on stderr with rich, or hands them to a callback."""
+
+    def __init__(self, name: str, queries: list[StreamingQuery], show: bool | ProgressCallback) -> None:
+        self.name, self.queries, self.show = name, queries, show
+        self.seen: list[dict[int, int]] = [{} for _ in queries]
+        self.lag: int | None = None
+        self.started = time.monotonic()
+        self.live: Any = None
+        if show is True:
+            from rich.console import Console
+            from rich.live import Live
+
+            self.live = Live(console=Console(stderr=True), transient=True, refresh_per_second=2)
+            self.live.start()
+
+    def rows(self, i: int = 0) -> int:
+        return sum(self.seen[i].values()) if self.seen else 0
+
+    def info(self) -> dict[str, Any]:
+        elapsed = max(time.monotonic() - self.started, 1e-6)
+        return {"name": self.name, "rows": self.rows(), "rows_per_second": self.rows() / elapsed,
+                "lag": self.lag, "batches": len(self.seen[0]) if self.seen else 0, "elapsed": elapsed}  # fmt: skip
+
+    def poll(self) -> None:
+        fresh: list[dict[str, Any]] = []
+        for i, q in enumerate(self.queries):
+            for p in q.recentProgress:
+                bid = int(p["batchId"])
+                if bid not in self.seen[i]:
+                    self.seen[i][bid] = int(p["numInputRows"] or 0)
+                    if i == 0:
+                        fresh.append(p)
+        for p in fresh:
+            lag = lag_of(p)
+            if lag is not None:
+                self.lag = lag
+        info = self.info()
+        elapsed = info["elapsed"]
+        if callable(self.show) and fresh:
+            self.show(info)
+        elif self.live is not None:
+            lag = "?" if self.lag is None else f"{self.lag:,}"
+            from rich.text import Text
+
+            self.live.update(Text(f"{self.name}: {info['rows']:,} rows, {info['rows_per_second']:,.0f} rows/s, "
+                                  f"lag {lag}, {info['batches']} batches, {elapsed:.0f}s"))  # fmt: skip
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+
+
+def _wait(
+    queries: list[StreamingQuery], progress: _Progress, timeout: float | None, until: StopCondition | None
+) -> str:
+    deadline = None if timeout is None else time.monotonic() + timeout
+    try:
+        while True:
+            progress.poll()
+            if until is not None and until(progress.info()):
+                return "until"
+            for i, q in enumerate(queries):
+                exc = q.exception()
+                if exc is not None:
+                    raise PipelineError(f"sink {i} failed: {_short(exc)}") from exc
+            if not any(q.isActive for q in queries):
+                return "finished"
+            if deadline is not None and time.monotonic() >= deadline:
+                return "timeout"
+            time.sleep(_POLL)
+    except KeyboardInterrupt:
+        return "interrupted"
+
+
+def _short(exc: BaseException) -> str:
+    """One line of a Spark error; for a failed Python function, its own exception line, not py4j's."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    if "Python" in lines[0]:
+        raised = [ln for ln in lines if re.match(r"^[\w.]*(Error|Exception): ", ln) and "pyspark" not in ln]
+        if raised:
+            return raised[-1][:2000]
+    return lines[0][:2000]
+
+
+def run(
+    spec: PipelineSpec,
+    spark: SparkSession | None = None,
+    progress: bool | ProgressCallback = True,
+    timeout: float | None = None,
+    until: StopCondition | None = None,
+) -> RunResult:
+    """Run `spec` until its sources are drained (availableNow), `timeout` seconds pass, `until`
+    (called with the progress dict: rows, rows_per_second, lag, batches, elapsed) returns True, or
+    Ctrl-C.
+
+    A session is created from ``spec.master``/``spec.spark_conf`` when none is given (and stopped
+    afterwards). Queries are stopped cleanly on timeout or Ctrl-C: what they committed stays, and
+    the next run resumes from the checkpoint. A failed query stops the others and raises
+    PipelineError.
+    """
+    own = False
+    if spark is None:
+        from pyspark.sql import SparkSession
+
+        from logbroker.spark.session import session
+
+        own = SparkSession.getActiveSession() is None  # never stop a session someone else started
+        spark = session(master=spec.master, app_name=spec.name, conf=spec.spark_conf)
+    started = time.monotonic()
+    try:
+        df = decode(_source_frame(spark, spec), spec.decode)
+        if spec.watermark is not None:
+            df = df.withWatermark(spec.watermark.column, spec.watermark.delay)
+        if spec.transform:
+            df.createOrReplaceTempView("events")
+            df = spark.sql(spec.transform)
+        names = [_describe(s) for s in spec.sinks]
+        if not spec.streaming:
+            df = df.cache()
+            n = df.count()
+            for sink in spec.sinks:
+                _write_batch(spec, sink, df)
+            df.unpersist()
+            return RunResult(spec.name, n, 1, time.monotonic() - started, names, None, rows_per_sink=[n] * len(names))
+        queries: list[StreamingQuery] = []
+        tracker: _Progress | None = None
+        try:
+            for i, sink in enumerate(spec.sinks):
+                queries.append(_start(spec, i, sink, df))
+            tracker = _Progress(spec.name, queries, progress)
+            stopped = _wait(queries, tracker, timeout, until)
+        finally:
+            for q in queries:
+                if q.isActive:
+                    q.stop()
+            if tracker is not None:
+                tracker.poll()
+                tracker.close()
+        for i, q in enumerate(queries):
+            exc = q.exception()
+            if exc is not None:
+                raise PipelineError(f"sink {i} ({names[i]}) failed: {_short(exc)}") from exc
+        result = RunResult(
+            name=spec.name,
+            rows_in=tracker.rows(),
+            batches=len(tracker.seen[0]),
+            seconds=time.monotonic() - started,
+            sinks=names,
+            lag=tracker.lag,
+            stopped=stopped,
+            rows_per_sink=[tracker.rows(i) for i in range(len(queries))],
+        )
+        if progress is True:
+            _summary(result)
+        return result
+    finally:
+        if own:
+            spark.stop()
+
+
+def _summary(result: RunResult) -> None:
+    from rich.console import Console
+
+    lag = "" if result.lag is None else f", lag {result.lag:,}"
+    rate = result.rows_in / result.seconds if result.seconds else 0.0
+    Console(stderr=True).print(
+        f"{result.name}: {result.rows_in:,} rows in {result.batches} batches, {result.seconds:.1f}s "
+        f"({rate:,.0f} rows/s){lag}, {result.stopped} -> {', '.join(result.sinks)}",
+        soft_wrap=True, markup=False, highlight=False,
+    )  # fmt: skip
+
