@@ -444,7 +444,13 @@ public final class ClientTool {
         }
         Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>(pending);
         try {
-            consumer.commitSync(offsets);
+            try {
+                consumer.commitSync(offsets);
+            } catch (WakeupException e) {
+                // The stop request's wakeup() landed inside this commit, not in poll(): a wakeup is
+                // one-shot, so the retry runs to completion and the stop is still seen by the loop.
+                consumer.commitSync(offsets);
+            }
         } catch (CommitFailedException | RebalanceInProgressException | WakeupException e) {
             Map<String, Object> f = row("commit_failed");
             f.put("error", e.toString());

@@ -37,6 +37,26 @@ class Incoming:
     offset: int
 
 
+_TRANSIENT = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART,
+              KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT}  # fmt: skip
+
+
+def _log_end(consumer: Consumer, tp: TopicPartition, timeout: float = 10.0) -> int:
+    """The partition's log end, retried while a just-created topic's leader settles (Kafka answers
+    NOT_LEADER_FOR_PARTITION for a moment after CreateTopics); OFFSET_END if it never does."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return int(consumer.get_watermark_offsets(tp, max(0.5, deadline - time.monotonic()), cached=False)[1])
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+            transient = err is not None and (err.code() in _TRANSIENT or err.retriable())
+            if not transient or time.monotonic() >= deadline:
+                LOG.warning("log end of %s-%d unknown (%s): starting at the end", tp.topic, tp.partition, exc)
+                return OFFSET_END
+            time.sleep(0.1)
+
+
 def ensure_topics(transport: Transport, topics: Iterable[str], partitions: int = -1, timeout: float = 10.0) -> None:
     """Create missing topics so a listener can subscribe before the first send (brokers with
     auto-creation off included); "already exists" is the normal case."""
@@ -104,6 +124,18 @@ class NotificationConsumer:
             self._fill(0.1)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # An exception escaping a rebalance callback resurfaces from consume() (as a bare KafkaError
+        # that is not even an Exception); never let one out: fall back to the client's own resolution
+        # (committed offset, else auto.offset.reset) for this assignment.
+        try:
+            self._resolve_and_assign(consumer, partitions)
+        except Exception as exc:
+            LOG.warning("resolving start offsets of %s failed (%s); using committed/auto.offset.reset", partitions, exc)
+            consumer.assign(partitions)
+            self._assigned.update((tp.topic, tp.partition) for tp in partitions)
+            self._assigned_once.set()
+
+    def _resolve_and_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Resolve start offsets here rather than leave "latest" to a lazy reset: then a send made
         after start() returns is never skipped. Order: first-time replay, committed, log end."""
         committed = {(tp.topic, tp.partition): tp.offset for tp in consumer.committed(partitions, 10.0)}
@@ -122,8 +154,9 @@ class NotificationConsumer:
             elif committed.get(key, -1) >= 0:
                 tp.offset = committed[key]
             else:
-                tp.offset = consumer.get_watermark_offsets(tp, 10.0, cached=False)[1]
-                fresh_start.append(TopicPartition(tp.topic, tp.partition, tp.offset))
+                tp.offset = _log_end(consumer, tp)
+                if tp.offset >= 0:
+                    fresh_start.append(TopicPartition(tp.topic, tp.partition, tp.offset))
         consumer.assign(partitions)
         if fresh_start:
             # Remember where the pool started, so a rebalance before the first message is consumed
