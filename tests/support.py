@@ -94,3 +94,33 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[st
             return name
         time.sleep(0.1)
     raise AssertionError(f"topic {name} did not appear with {partitions} partitions")
+
+
+def read_topic(bootstrap: str, topic: str, partitions: int | None = None, timeout: float = 60.0) -> list[Any]:
+    """Every message of the topic (confluent-kafka Messages), earliest offset to the high watermark of
+    each partition, read with assign() and no commits; ordered by (partition, offset)."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    if partitions is None:
+        partitions = len(AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+                         .topics[topic].partitions)  # fmt: skip
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("read-topic"),
+                         "enable.auto.commit": False, "enable.partition.eof": True})  # fmt: skip
+    try:
+        consumer.assign([TopicPartition(topic, p, -2) for p in range(partitions)])
+        pending, out = set(range(partitions)), []
+        deadline = time.monotonic() + timeout
+        while pending and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                assert msg.error().code() == -191, msg.error()  # _PARTITION_EOF
+                pending.discard(msg.partition())
+                continue
+            out.append(msg)
+        assert not pending, f"no EOF from partitions {sorted(pending)} of {topic}"
+        return sorted(out, key=lambda m: (m.partition(), m.offset()))
+    finally:
+        consumer.close()

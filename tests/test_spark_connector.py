@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from support import both_targets, kafka_peer, spark_session, unique
+from support import both_targets, kafka_peer, read_topic, spark_session, unique
 from support import create_topic as create_topic_named
 
 if TYPE_CHECKING:
@@ -164,28 +164,8 @@ def without_headers(recs: Sequence[Rec]) -> list[Rec]:
 
 def consume_all(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> list[Rec]:
     """Everything in the topic, read with assign() from the earliest offset up to the high watermark."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("spark-check"),
-                         "enable.auto.commit": False, "enable.partition.eof": True})  # fmt: skip
-    try:
-        consumer.assign([TopicPartition(topic, p, -2) for p in range(partitions)])
-        pending = set(range(partitions))
-        out: list[Rec] = []
-        deadline = time.monotonic() + timeout
-        while pending and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error() is not None:
-                if msg.error().code() == -191:  # _PARTITION_EOF
-                    pending.discard(msg.partition())
-                    continue
-                raise AssertionError(msg.error())
-            out.append(Rec(topic, msg.partition(), msg.offset(), msg.key(), msg.value(), msg.timestamp()[1],
-                           tuple(msg.headers() or ())))  # fmt: skip
-        assert not pending, f"no EOF from partitions {pending}"
-        return sorted(out)
-    finally:
-        consumer.close()
+    return sorted(Rec(topic, m.partition(), m.offset(), m.key(), m.value(), m.timestamp()[1], tuple(m.headers() or ()))
+                  for m in read_topic(bootstrap, topic, partitions, timeout))  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------ batch read

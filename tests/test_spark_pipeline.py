@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from support import both_targets, kafka_peer, missing_tool, spark_session, unique
+from support import both_targets, kafka_peer, missing_tool, read_topic, spark_session, unique
 from support import create_topic as create_named_topic
 
 if TYPE_CHECKING:
@@ -104,26 +104,8 @@ def rows_for(partitions: int, n: int, start: int = 0, size: int = 1) -> list[Row
 
 
 def consume_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> list[tuple[Any, ...]]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("check"), "enable.auto.commit": False,
-                         "enable.partition.eof": True})  # fmt: skip
-    try:
-        consumer.assign([TopicPartition(topic, p, -2) for p in range(partitions)])
-        pending, out = set(range(partitions)), []
-        deadline = time.monotonic() + timeout
-        while pending and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error() is not None:
-                assert msg.error().code() == -191, msg.error()  # _PARTITION_EOF
-                pending.discard(msg.partition())
-                continue
-            out.append((topic, msg.partition(), msg.offset(), msg.key(), msg.value(), msg.timestamp()[1],
-                        tuple(msg.headers() or ())))  # fmt: skip
-        assert not pending, f"no EOF from partitions {pending}"
-        return sorted(out)
-    finally:
-        consumer.close()
+    return sorted((topic, m.partition(), m.offset(), m.key(), m.value(), m.timestamp()[1], tuple(m.headers() or ()))
+                  for m in read_topic(bootstrap, topic, partitions, timeout))  # fmt: skip
 
 
 def archive_rows(spark: SparkSession, path: Path) -> list[tuple[Any, ...]]:

@@ -24,11 +24,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from confluent_kafka import TIMESTAMP_CREATE_TIME, Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import TIMESTAMP_CREATE_TIME, Producer
 
 from logbroker.process import BrokerProcess
-from support import both_targets, kafka_peer, spark_session, unique
+from support import both_targets, kafka_peer, read_topic, spark_session, unique
 from support import create_topic as create_named_topic
 
 if TYPE_CHECKING:
@@ -148,32 +147,12 @@ def produce(bootstrap: str, topic: str, rows: Sequence[Row]) -> list[Rec]:
 
 def consume_all(bootstrap: str, topic: str, timeout: float = 60.0) -> list[Rec]:
     """Every record of every partition, earliest to high watermark; asserts CreateTime stamps."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    partitions = len(admin.list_topics(topic, timeout=10).topics[topic].partitions)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("replay-check"),
-                         "enable.auto.commit": False, "enable.partition.eof": True})  # fmt: skip
-    try:
-        consumer.assign([TopicPartition(topic, p, -2) for p in range(partitions)])
-        pending = set(range(partitions))
-        out: list[Rec] = []
-        deadline = time.monotonic() + timeout
-        while pending and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error() is not None:
-                if msg.error().code() == -191:  # _PARTITION_EOF
-                    pending.discard(msg.partition())
-                    continue
-                raise AssertionError(msg.error())
-            kind, ts = msg.timestamp()
-            assert kind == TIMESTAMP_CREATE_TIME, (kind, ts)
-            out.append(Rec(topic, msg.partition(), msg.offset(), msg.key(), msg.value(), ts,
-                           tuple(msg.headers() or ())))  # fmt: skip
-        assert not pending, f"no EOF from partitions {pending}"
-        return sorted(out)
-    finally:
-        consumer.close()
+    out = []
+    for m in read_topic(bootstrap, topic, timeout=timeout):
+        kind, ts = m.timestamp()
+        assert kind == TIMESTAMP_CREATE_TIME, (kind, ts)
+        out.append(Rec(topic, m.partition(), m.offset(), m.key(), m.value(), ts, tuple(m.headers() or ())))
+    return sorted(out)
 
 
 @dataclass

@@ -173,21 +173,25 @@ class Subscription:
                     self._hint = buf.base + i
                     return
                 self._hint = buf.base + i + 1  # before the await: eviction may compact the lists meanwhile
-                token, event = buf.tokens[i], buf.events[i]
-                try:
-                    await self.handler(event, token)
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    log.exception("handler of stream %s failed on %s; continuing", self.sid, token)
-                self.after = token
-                self.delivered += 1
+                await self._deliver(buf.events[i], buf.tokens[i])
                 if agent.paused:  # only a paused cache waits for readers to move on
                     p._housekeep(agent, time.monotonic())
         finally:
             self._task = None
             if self.implicit:
                 p._went_idle(self)
+
+    async def _deliver(self, event: Any, token: SequenceToken) -> None:
+        """One event to the handler; a failing handler is logged and the cursor moves on (Orleans'
+        default), so one poison event cannot stall its stream."""
+        try:
+            await self.handler(event, token)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("handler of stream %s failed on %s; continuing", self.sid, token)
+        self.after = token
+        self.delivered += 1
 
     async def _rewind(self, agent: _Agent) -> None:
         """Serve a token older than the cache from the broker, up to where the cache starts."""
@@ -201,14 +205,7 @@ class Subscription:
         events = await asyncio.to_thread(self.provider._read_range, self.partition, start, end, self.sid)
         self.rewind_from = None
         for token, event in events:
-            try:
-                await self.handler(event, token)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("handler of stream %s failed on %s; continuing", self.sid, token)
-            self.after = token
-            self.delivered += 1
+            await self._deliver(event, token)
         stop = events[-1][0] if events else None
         self._hint = None
         if end is not None:
