@@ -347,6 +347,27 @@ def test_transform_topic_and_console_sinks(spark: SparkSession, backend: str, tm
         sorted((k, ts) for _t, _p, _o, k, _v, ts, _h in produced if k is not None)  # fmt: skip
 
 
+def test_checkpoint_refuses_another_sink_and_bad_sql_is_one_error(
+    spark: SparkSession, backend: str, tmp_path: Path
+) -> None:
+    """Sinks changed under an existing checkpoint would inherit another sink's offsets: refused, and
+    nothing is written to the new sink; a SQL error is one PipelineError line, not a JVM trace."""
+    from logbroker.spark.pipeline import PipelineError, run
+    from logbroker.spark.spec import load_spec
+
+    topic = create_topic(backend, "pl-claim", partitions=1)
+    produce(backend, topic, [(0, b"k", b"v", T0, ())])
+    run_spec(spark, spec_for(backend, topic, tmp_path))
+    moved = spec_for(backend, topic, tmp_path, sinks=[{"type": "parquet", "path": str(tmp_path / "elsewhere")}])
+    with pytest.raises(PipelineError, match=r"belongs to sink 'parquet:.*out'"):
+        run(load_spec(moved), spark=spark, progress=False, timeout=300)
+    assert not (tmp_path / "elsewhere").exists()
+    bad_sql = spec_for(backend, topic, tmp_path / "sql", transform="SELECT no_such_column FROM events")
+    with pytest.raises(PipelineError, match=r"^transform: .*no_such_column") as info:
+        run(load_spec(bad_sql), spark=spark, progress=False, timeout=300)
+    assert "\n" not in str(info.value)
+
+
 def test_upsert_sink_is_idempotent(spark: SparkSession, tmp_path: Path) -> None:
     """A replayed batch rewrites the same rows; a later batch replaces rows per key, one row per key."""
     from logbroker.spark.pipeline import upsert_batch

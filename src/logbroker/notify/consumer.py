@@ -131,7 +131,11 @@ class NotificationConsumer:
             self._resolve_and_assign(consumer, partitions)
         except Exception as exc:
             LOG.warning("resolving start offsets of %s failed (%s); using committed/auto.offset.reset", partitions, exc)
-            consumer.assign(partitions)
+            try:
+                consumer.assign(partitions)
+            except Exception:
+                LOG.exception("assigning %s failed; the next rebalance retries", partitions)
+                return
             self._assigned.update((tp.topic, tp.partition) for tp in partitions)
             self._assigned_once.set()
 

@@ -62,7 +62,7 @@ class RunResult:
 # ------------------------------------------------------------------------------------------ helpers
 
 
-def _local(path: str) -> Path | None:
+def local_path(path: str) -> Path | None:
     """A local filesystem path for `path` (plain or file:// URL); None for remote filesystems."""
     parsed = urlparse(path)
     if parsed.scheme in ("", "file"):
@@ -100,7 +100,7 @@ def _source_frame(spark: SparkSession, spec: PipelineSpec) -> DataFrame:
             reader = reader.option(k, v)
         return reader.load()
     assert isinstance(src, ParquetSource)
-    local = _local(src.path)
+    local = local_path(src.path)
     if local is not None and not local.exists():
         raise PipelineError(f"source.path: {src.path} does not exist")
     if not spec.streaming:
@@ -128,10 +128,12 @@ def _data_files(root: Path) -> list[Path]:
 def _install(staging: Path, target: Path) -> None:
     """Move the staged files over the dataset's, one atomic os.replace per partition directory.
 
-    Each directory holds a single file of a fixed name, so replacing it is atomic: a reader sees the
-    old or the new rows, never both (no duplicate keys). The whole directory is not swapped because
-    it also holds the query's checkpoint. Hadoop's local filesystem verifies `.<name>.crc` files:
-    the old one goes first and the new one follows, so no reader meets a mismatching checksum.
+    Each directory holds a single file of a fixed name, so replacing it is atomic: a reader that
+    opens it sees the old or the new rows, never both (no duplicate keys); a reader that listed the
+    directory just before may fail on the replaced file and must retry, and a file-stream source
+    cannot follow an upsert dataset (it tracks files by name). The whole directory is not swapped
+    because it also holds the query's checkpoint. Hadoop's local filesystem verifies `.<name>.crc`
+    files: the old one goes first and the new one follows, so no reader meets a mismatching checksum.
     """
     installed: set[Path] = set()
     for new in _data_files(staging):
@@ -164,7 +166,7 @@ def upsert_batch(sink: ParquetSink) -> Callable[[DataFrame, int], None]:
         from pyspark.sql import functions as F
 
         spark = batch.sparkSession
-        local = _local(sink.path)
+        local = local_path(sink.path)
         if local is None:
             raise PipelineError(f"upsert sink needs a local path, not {sink.path}")
         for stale in local.glob("_staging-*"):
@@ -210,6 +212,29 @@ def _produce_keeping_timestamps(df: DataFrame, bootstrap: str, topic: str | None
         produce_frame(frame, bootstrap, topic)
     except ProduceError as exc:
         raise PipelineError(f"topic sink: producing {exc}") from exc
+
+
+_SINK_MARK = "logbroker-sink.txt"
+
+
+def _claim_checkpoint(location: str, sink: Any) -> None:
+    """Checkpoints are per sink position; a spec whose sinks were reordered or replaced would hand
+    one sink another's offsets and silently skip or repeat data. Each checkpoint remembers its sink
+    (local paths; remote ones are not checked) and refuses a different one."""
+    local = local_path(location)
+    if local is None:
+        return
+    mark, me = local / _SINK_MARK, _describe(sink)
+    if mark.exists():
+        owner = mark.read_text().strip()
+        if owner != me:
+            raise PipelineError(
+                f"checkpoint {location} belongs to sink {owner!r}, not {me!r}: the sinks changed; "
+                "keep their order or give the pipeline a new checkpoint"
+            )
+        return
+    local.mkdir(parents=True, exist_ok=True)
+    mark.write_text(me + "\n")
 
 
 def _start(spec: PipelineSpec, index: int, sink: Any, df: DataFrame) -> StreamingQuery:
@@ -377,31 +402,38 @@ def run(
     """
     own = False
     if spark is None:
-        from pyspark.sql import SparkSession
+        from logbroker.spark.session import owned_session
 
-        from logbroker.spark.session import session
-
-        own = SparkSession.getActiveSession() is None  # never stop a session someone else started
-        spark = session(master=spec.master, app_name=spec.name, conf=spec.spark_conf)
+        spark, own = owned_session(master=spec.master, app_name=spec.name, conf=spec.spark_conf)
     started = time.monotonic()
     try:
-        df = decode(_source_frame(spark, spec), spec.decode)
-        if spec.watermark is not None:
-            df = df.withWatermark(spec.watermark.column, spec.watermark.delay)
-        if spec.transform:
-            df.createOrReplaceTempView("events")
-            df = spark.sql(spec.transform)
+        from pyspark.errors import PySparkException
+
+        try:
+            df = decode(_source_frame(spark, spec), spec.decode)
+            if spec.watermark is not None:
+                df = df.withWatermark(spec.watermark.column, spec.watermark.delay)
+            if spec.transform:
+                df.createOrReplaceTempView("events")
+                df = spark.sql(spec.transform)
+        except (PySparkException, ValueError) as exc:  # a bad SQL, schema or column: one line, no JVM trace
+            raise PipelineError(f"{'transform' if spec.transform else 'decode'}: {_short(exc)}") from exc
         names = [_describe(s) for s in spec.sinks]
         if not spec.streaming:
             df = df.cache()
-            n = df.count()
-            for sink in spec.sinks:
-                _write_batch(spec, sink, df)
-            df.unpersist()
+            try:
+                n = df.count()
+                for sink in spec.sinks:
+                    _write_batch(spec, sink, df)
+            finally:
+                df.unpersist()
             return RunResult(spec.name, n, 1, time.monotonic() - started, names, None, rows_per_sink=[n] * len(names))
         queries: list[StreamingQuery] = []
         tracker: _Progress | None = None
         try:
+            for i, sink in enumerate(spec.sinks):
+                if spec.checkpoint:
+                    _claim_checkpoint(f"{spec.checkpoint.rstrip('/')}/{i}", sink)
             for i, sink in enumerate(spec.sinks):
                 queries.append(_start(spec, i, sink, df))
             tracker = _Progress(spec.name, queries, progress)

@@ -53,11 +53,12 @@ def _task(bootstrap: str, topic: str | None, overrides: dict[str, Any]) -> Any:
         from confluent_kafka import KafkaException, Producer
 
         failures: list[str] = []
-        acked = [0]
+        acked = sent = 0
 
         def on_delivery(err: Any, msg: Any) -> None:
+            nonlocal acked
             if err is None:
-                acked[0] += 1
+                acked += 1
             elif len(failures) < 5:
                 failures.append(f"{msg.topic()} partition {msg.partition()}: {err.str()}")
 
@@ -65,13 +66,15 @@ def _task(bootstrap: str, topic: str | None, overrides: dict[str, Any]) -> Any:
             if err.fatal() and len(failures) < 5:
                 failures.append(f"fatal producer error: {err.str()}")
 
-        producer = Producer({**conf, "on_delivery": on_delivery, "error_cb": on_error})
-        sent = 0
-
         def fail(reason: str) -> None:
+            # Nothing queued may reach the broker after the task is reported failed: a retry would
+            # duplicate it, and the count in the message would be wrong.
+            producer.purge()
+            producer.flush(0)
             where = topic or "the target topics"
-            raise RuntimeError(f"{_MARK}into {where} failed after {acked[0]} of {sent} records: {reason}")
+            raise RuntimeError(f"{_MARK}into {where} failed after {acked} of {sent} records: {reason}")
 
+        producer = Producer({**conf, "on_delivery": on_delivery, "error_cb": on_error})
         for batch in batches:
             cols = batch.to_pydict()
             for target, partition, source, key, value, headers, ts in zip(*(cols[c] for c in COLUMNS), strict=True):
@@ -100,7 +103,7 @@ def _task(bootstrap: str, topic: str | None, overrides: dict[str, Any]) -> Any:
         remaining = producer.flush(conf["message.timeout.ms"] / 1000 + 30)
         if failures or remaining:
             fail("; ".join(failures) or f"{remaining} records still unacknowledged")
-        yield pa.RecordBatch.from_pydict({"n": [acked[0]]}, schema=pa.schema([("n", pa.int64())]))
+        yield pa.RecordBatch.from_pydict({"n": [acked]}, schema=pa.schema([("n", pa.int64())]))
 
     return produce_partition
 

@@ -21,10 +21,9 @@ mode does not retry tasks).
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlparse
 
+from logbroker.spark.pipeline import local_path
 from logbroker.spark.produce import ProduceError, produce_frame
 
 if TYPE_CHECKING:
@@ -39,20 +38,12 @@ class ReplayError(RuntimeError):
     """The archive cannot be replayed into the topic; the message says why (path, topic, partitions)."""
 
 
-def _local_path(archive_path: str) -> Path | None:
-    """The filesystem path of a local archive, None for remote URIs (s3a://, hdfs://) Spark resolves."""
-    parsed = urlparse(archive_path)
-    if parsed.scheme in ("", "file") or (len(parsed.scheme) == 1 and os.name == "nt"):
-        return Path(parsed.path if parsed.scheme == "file" else archive_path)
-    return None
-
-
 def _read(archive_path: str, spark: SparkSession) -> DataFrame:
     """The archive through Spark, so a file-sink output is read through its ``_spark_metadata`` log
     (files of an uncommitted batch are not part of the archive)."""
     from pyspark.errors import AnalysisException
 
-    local = _local_path(archive_path)
+    local = local_path(archive_path)
     if local is not None and not local.exists():
         raise ReplayError(f"archive {archive_path} does not exist")
     try:
@@ -72,10 +63,8 @@ def _read(archive_path: str, spark: SparkSession) -> DataFrame:
             f"{archive_path} is not an archive: column(s) {', '.join(missing)} missing "
             f"(has {', '.join(found.columns)})"
         )
-    try:
-        from logbroker.spark.builtins import read_archive
-    except ImportError:
-        return found
+    from logbroker.spark.builtins import read_archive
+
     return read_archive(archive_path, spark)
 
 
@@ -140,11 +129,20 @@ def replay(
     confluent-kafka settings (``enable.idempotence`` and ``acks=all`` are the point; change them
     knowingly).
     """
+    own = False
     if spark is None:
-        from logbroker.spark.session import session
+        from logbroker.spark.session import owned_session
 
-        spark = session(app_name="logbroker-replay")
-    path = os.fspath(archive_path)
+        spark, own = owned_session(app_name="logbroker-replay")
+    try:
+        return _replay(spark, os.fspath(archive_path), bootstrap, topic, where, keep_partition, producer_config)
+    finally:
+        if own:
+            spark.stop()
+
+
+def _replay(spark: SparkSession, path: str, bootstrap: str, topic: str, where: str | None, keep_partition: bool,
+            producer_config: dict[str, Any] | None) -> int:  # fmt: skip
     df = _read(path, spark)
     if where:
         from pyspark.errors import AnalysisException, ParseException

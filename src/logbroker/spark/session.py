@@ -20,7 +20,7 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from logbroker.peers import default_jar_dir, java_available
 
@@ -153,3 +153,13 @@ def session(
         if "JAVA_GATEWAY_EXITED" in str(exc) or "Java gateway process exited" in str(exc):
             raise SparkSetupError(f"the Spark JVM did not start: {exc}") from exc
         raise
+
+
+def owned_session(**kwargs: Any) -> tuple[SparkSession, bool]:
+    """``session(**kwargs)`` and whether this call started its SparkContext, so a caller stops only
+    what it started. The JVM-wide context is the test: ``getActiveSession`` is per thread and says
+    None in a worker thread even while another thread's session runs."""
+    from pyspark import SparkContext
+
+    started = SparkContext._active_spark_context is None
+    return session(**kwargs), started

@@ -521,7 +521,11 @@ class StreamProvider:
         while not self._stopping.is_set():
             producer.poll(0.05)
             self._hand_over_acks(loop)
-        producer.flush(10)
+        if producer.flush(10):
+            # Not acknowledged in time: purge so each remaining message gets its delivery report
+            # (an error), or its publish() would wait forever.
+            producer.purge()
+            producer.flush(1)
         self._hand_over_acks(loop)
 
     def _hand_over_acks(self, loop: asyncio.AbstractEventLoop) -> None:
