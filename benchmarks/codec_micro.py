@@ -12,9 +12,12 @@ from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
+from logbroker.broker.handlers import served_apis
 from logbroker.protocol.connection import parse_request
-from logbroker.protocol.messages import APIS, encode_body, encode_request
+from logbroker.protocol.messages import encode_body, encode_request
 from logbroker.protocol.records import NewRecord, build_batch
+
+APIS = served_apis()
 
 
 def bench(label: str, fn, n: int) -> None:
@@ -36,7 +39,7 @@ def main() -> None:
                 topic_data=[P(name="topic", partition_data=[P.PartitionProduceData(index=0, records=batch)])],
             )
             frame = memoryview(encode_request(APIS[0], v, 1, "rdkafka", req)[4:])
-            bench(f"decode Produce v{v} request ({name})", lambda f=frame: parse_request(f), 2000)
+            bench(f"decode Produce v{v} request ({name})", lambda f=frame: parse_request(f, APIS), 2000)
     R = ProduceResponse
     resp = R(
         throttle_time_ms=0,
@@ -86,7 +89,7 @@ def main() -> None:
     )
     for v in (4, 11, 12):
         frame = memoryview(encode_request(APIS[1], v, 1, "rdkafka", freq)[4:])
-        bench(f"decode Fetch v{v} request", lambda f=frame: parse_request(f), 20000)
+        bench(f"decode Fetch v{v} request", lambda f=frame: parse_request(f, APIS), 20000)
     FR = FetchResponse
     for size, data in (("1 MB", batch_1k), ("1 KB", batch_small)):
         fresp = FR(
@@ -115,7 +118,7 @@ def main() -> None:
             bench(f"encode Fetch v{v} response ({size} records)", lambda v=v, r=fresp: encode_body(APIS[1], v, r), 2000)
     md = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="topic")], allow_auto_topic_creation=True)
     frame = memoryview(encode_request(APIS[3], 12, 1, "rdkafka", md)[4:])
-    bench("decode Metadata v12 request", lambda: parse_request(frame), 20000)
+    bench("decode Metadata v12 request", lambda: parse_request(frame, APIS), 20000)
     M = MetadataResponse
     mresp = M(
         throttle_time_ms=0,

@@ -4,7 +4,7 @@
                                                [--targets logbroker,kafka] [--json out.json]
 
 For each broker, in one run (one SparkSession, local[2]): start it (logbroker as a `logbroker serve`
-process, Apache Kafka as logbroker.peers.KafkaPeer, so both brokers live outside this process), produce
+process, Apache Kafka as logbroker.testing.peers.KafkaPeer, so both brokers live outside this process), produce
 N records of SIZE random bytes (incompressible; 10-byte keys) with confluent-kafka, untimed, then time:
 
 * spark: `logbroker.spark.builtins.archive` end to end (call to return: query start, one availableNow
@@ -46,12 +46,12 @@ def broker(name: str, workdir: Path) -> Iterator[str]:
     """A broker in its own process, so neither competes with this process's GIL."""
     workdir.mkdir(parents=True, exist_ok=True)
     if name == "logbroker":
-        from logbroker.process import BrokerProcess
+        from logbroker.testing.process import BrokerProcess
 
         with BrokerProcess(workdir / "logbroker-data") as proc:
             yield proc.bootstrap
     elif name == "kafka":
-        from logbroker.peers import KafkaPeer
+        from logbroker.testing.peers import KafkaPeer
 
         with KafkaPeer(server_properties={"group.initial.rebalance.delay.ms": 0}, heap="1g") as peer:
             yield peer.bootstrap

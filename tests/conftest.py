@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from logbroker.process import BrokerProcess
+from logbroker.testing.process import BrokerProcess
 from support import TEST_TARGET, TEST_TARGETS, missing_tool
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -37,10 +37,6 @@ def topic() -> str:
     return f"t-{uuid.uuid4().hex[:12]}"
 
 
-def make_topic(prefix: str = "t") -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:12]}"
-
-
 @pytest.fixture(scope="module")
 def bootstrap(request: pytest.FixtureRequest) -> Iterator[str]:
     """The broker under test: the shared logbroker `broker`, or Apache Kafka when LOGBROKER_TEST_TARGET=kafka
@@ -50,7 +46,7 @@ def bootstrap(request: pytest.FixtureRequest) -> Iterator[str]:
     if TEST_TARGET == "logbroker":
         yield request.getfixturevalue("broker").bootstrap
         return
-    from logbroker import peers
+    from logbroker.testing import peers
 
     if not peers.java_available():
         missing_tool("java not found (needed for LOGBROKER_TEST_TARGET=kafka)")

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from logbroker import peers
 from logbroker.embedded import EmbeddedBroker
 from logbroker.mq import Client, MQConfig
+from logbroker.testing import peers
 
 BACKENDS = ("embedded", "kafka", "tansu")
 __all__ = ["make_client", "mq_backend", "mq_embedded_broker", "mq_kafka_peer", "mq_tansu_peer"]

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from logbroker import peers
 from logbroker.embedded import EmbeddedBroker
+from logbroker.testing import peers
 
 
 def unique(prefix: str = "st") -> str:

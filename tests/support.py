@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import os
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from logbroker.testing.peers import JavaClientTool
 
 # Which broker the target-switchable suites run against: logbroker (default) or Apache Kafka.
 TEST_TARGET = os.environ.get("LOGBROKER_TEST_TARGET", "logbroker").strip().lower() or "logbroker"
@@ -41,7 +45,7 @@ def both_targets() -> tuple[str, ...]:
 @contextlib.contextmanager
 def kafka_peer(**server_properties: Any) -> Iterator[str]:
     """Apache Kafka 4 (KRaft) on loopback, first assignment without the 3 s initial-rebalance delay."""
-    from logbroker import peers
+    from logbroker.testing import peers
 
     if not peers.java_available():
         missing_tool("java not found (Apache Kafka needs a JVM)")
@@ -51,19 +55,41 @@ def kafka_peer(**server_properties: Any) -> Iterator[str]:
         yield peer.bootstrap
 
 
+def java_client_tool() -> JavaClientTool:
+    """The official Java client (tests/java/ClientTool.java, compiled once), or skip/fail per missing_tool."""
+    from logbroker import jars
+
+    if not jars.java_available():
+        missing_tool("java not found")
+    if not jars.javac_available():
+        missing_tool("javac not found (a JDK is needed to build tests/java/ClientTool.java)")
+    if not jars.jars_available("clients"):
+        missing_tool(f"no Kafka client jars in {jars.default_jar_dir('clients')} (run .ci/fetch-jars)")
+    return _compiled_java_client_tool()
+
+
+@functools.cache
+def _compiled_java_client_tool() -> JavaClientTool:
+    from logbroker.testing.peers import JavaClientTool
+
+    tool = JavaClientTool()
+    tool.compile()
+    return tool
+
+
 def require_spark(*modules: str) -> None:
     """pyspark (and any other named module), a JVM and the connector jars, or skip/fail per missing_tool."""
-    from logbroker import peers
+    from logbroker import jars
 
     for name in ("pyspark", *modules):
         try:
             importlib.import_module(name)
         except ImportError:
             missing_tool(f"{name} is not installed (pip install -e '.[demo]')")
-    if not peers.java_available():
+    if not jars.java_available():
         missing_tool("java not found (Spark needs a JVM)")
-    if not peers.jars_available("spark"):
-        missing_tool(f"no Spark connector jars in {peers.default_jar_dir('spark')} (run .ci/fetch-jars spark)")
+    if not jars.jars_available("spark"):
+        missing_tool(f"no Spark connector jars in {jars.default_jar_dir('spark')} (run .ci/fetch-jars spark)")
 
 
 @contextlib.contextmanager

@@ -24,15 +24,17 @@ from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 
+from logbroker.broker.handlers import served_apis
 from logbroker.client.connection import Connection, KafkaClient, fetch_request
-from logbroker.process import LOOPBACK, BrokerProcess
 from logbroker.protocol.errors import ErrorCode
-from logbroker.protocol.messages import APIS, encode_request
+from logbroker.protocol.messages import encode_request
 from logbroker.protocol.records import CRC, NewRecord, build_batch, decode_records
+from logbroker.testing.process import LOOPBACK, BrokerProcess
 
 pytestmark = pytest.mark.timeout(120)
 
 _I32 = struct.Struct(">i")
+APIS = served_apis()
 _HDR = struct.Struct(">hhi")
 MiB = 1 << 20
 DEFAULT_SOCKET_REQUEST_MAX_BYTES = 100 * MiB
@@ -540,9 +542,7 @@ def test_truncated_produce_writes_nothing(broker: BrokerProcess, witness: Witnes
         s.sendall(_I32.pack(len(body)) + body)
         wait_closed(s)
         line = witness.log(f"closing connection from {peer(s)}")
-    # v8 ends with the records (the overrun is seen at the end); v9 then needs its tagged-field bytes.
-    want = "overruns its frame" if version == 8 else "malformed ProduceRequest v9"
-    assert f"ProduceRequest v{version}" in line and want in line, line
+    assert f"ProduceRequest v{version} overruns its frame" in line, line
     assert topic not in witness.topics()  # not even auto-created: the request was never handled
     witness.assert_served()
 

@@ -32,10 +32,10 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from logbroker import peers
 from logbroker.client.connection import KafkaClient, fetch_request
-from logbroker.peers import JavaClientTool
 from logbroker.protocol.records import BatchHeader, Compression, iter_headers
+from logbroker.testing import peers
+from logbroker.testing.peers import JavaClientTool
 from support import TEST_TARGET, missing_tool
 
 TARGET = TEST_TARGET
@@ -231,7 +231,7 @@ class Client:
         """Why this client cannot run here (tool not installed), or None."""
         return None
 
-    def codecmissing_tool(self, codec: str) -> str | None:
+    def codec_missing(self, codec: str) -> str | None:
         return None
 
     def require(self) -> None:
@@ -370,7 +370,7 @@ class KafkaPythonClient(Client):
     # kafka-python 3.0.x compresses with these packages, not with cramjam (gzip is the standard library's).
     CODEC_PACKAGES = {"snappy": "python-snappy", "lz4": "lz4", "zstd": "zstandard"}
 
-    def codecmissing_tool(self, codec: str) -> str | None:
+    def codec_missing(self, codec: str) -> str | None:
         from kafka import codec as kc
 
         if not getattr(kc, f"has_{codec}")():
@@ -440,7 +440,7 @@ class KafkaPythonClient(Client):
 class AIOKafkaClient(Client):
     name = "aiokafka"
 
-    def codecmissing_tool(self, codec: str) -> str | None:
+    def codec_missing(self, codec: str) -> str | None:
         from aiokafka import codec as ac
 
         if not getattr(ac, f"has_{codec}")():
@@ -545,7 +545,7 @@ class KcatClient(Client):
     def missing(self) -> str | None:
         return None if shutil.which("kcat") else "kcat not found on PATH (apt-get install kcat)"
 
-    def codecmissing_tool(self, codec: str) -> str | None:
+    def codec_missing(self, codec: str) -> str | None:
         return None if codec in _kcat_features() else f"this kcat's librdkafka is built without {codec}"
 
     def _base(self, bootstrap: str, topic: str) -> list[bytes]:
@@ -732,7 +732,7 @@ def test_round_trip(bootstrap: str, name: str) -> None:
 @pytest.mark.parametrize("name", client_params())
 def test_compression(bootstrap: str, name: str, codec: str) -> None:
     client = _client(name)
-    reason = client.codecmissing_tool(codec)
+    reason = client.codec_missing(codec)
     if reason:
         pytest.skip(reason)
     topic = create_topic(bootstrap, f"z-{name}-{codec}")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import confluent_kafka as ck
 
-from logbroker.process import BrokerProcess
+from logbroker.testing.process import BrokerProcess
 
 
 def consume_all(bootstrap: str, topic: str, partitions: int = 1, idle: float = 3.0) -> list[ck.Message]:

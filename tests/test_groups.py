@@ -46,11 +46,11 @@ from kafka.protocol.consumer import (
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 from kafka.protocol.metadata import FindCoordinatorRequest
 
-from logbroker import peers
 from logbroker.client.connection import Connection, parse_bootstrap
-from logbroker.peers import JavaClientTool, KafkaPeer
-from logbroker.process import BrokerProcess
 from logbroker.protocol.errors import ErrorCode as E
+from logbroker.testing import peers
+from logbroker.testing.peers import JavaClientTool, KafkaPeer
+from logbroker.testing.process import BrokerProcess
 from support import missing_tool
 
 WORKER = Path(__file__).with_name("group_worker.py")

@@ -10,9 +10,9 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from logbroker.client import Connection
-from logbroker.process import BrokerProcess
 from logbroker.protocol.errors import ErrorCode
 from logbroker.protocol.kip848 import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
+from logbroker.testing.process import BrokerProcess
 
 
 def create(bootstrap: str, topic: str, partitions: int) -> None:

@@ -29,7 +29,7 @@ from logbroker.notify import (
     parse_url,
     stop_embedded,
 )
-from logbroker.peers import KafkaPeer, free_port, jars_available, java_available
+from logbroker.testing.peers import KafkaPeer, free_port, jars_available, java_available
 
 BACKENDS = ["embedded", "kafka"]
 SASL_USER, SASL_PASSWORD = "alice", "alice-secret"

@@ -18,7 +18,7 @@ from oslo_messaging._drivers.kafka_driver import kafka_options  # noqa: E402
 from logbroker.embedded import EmbeddedBroker  # noqa: E402
 from logbroker.notify import PRIORITIES, NotifyError, stop_embedded  # noqa: E402
 from logbroker.notify.oslo_driver import _LOGBROKER_OPTS, LogbrokerDriver  # noqa: E402
-from logbroker.peers import KafkaPeer  # noqa: E402
+from logbroker.testing.peers import KafkaPeer  # noqa: E402
 from test_notify import KEY_PASSWORD, SASL_PASSWORD, SASL_USER, Recorder, certs, kafka, name, wait_for  # noqa: E402
 
 __all__ = ["certs", "kafka"]  # module-scoped fixtures shared with test_notify
@@ -193,7 +193,7 @@ def test_requeue_with_at_least_once(bootstrap: str) -> None:
 
 
 def test_send_failure_raises_not_dropped() -> None:
-    from logbroker.peers import free_port
+    from logbroker.testing.peers import free_port
 
     conf = cfg.ConfigOpts()
     conf([])

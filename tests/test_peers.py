@@ -17,8 +17,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from logbroker import peers
-from logbroker.peers import JavaClientTool, KafkaCluster, KafkaPeer, PeerError, TansuPeer
+from logbroker.testing import peers
+from logbroker.testing.peers import JavaClientTool, KafkaCluster, KafkaPeer, PeerError, TansuPeer
 from support import missing_tool
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -171,7 +171,7 @@ def test_peer_dies_with_its_owner() -> None:
     require_tansu()
     script = (
         "import sys, time\n"
-        "from logbroker.peers import TansuPeer\n"
+        "from logbroker.testing.peers import TansuPeer\n"
         "p = TansuPeer().start()\n"
         "print(p.pids[0], p.workdir, flush=True)\n"
         "time.sleep(60)\n"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from logbroker.protocol.errors import ErrorCode
 from logbroker.protocol.records import NewRecord, build_batch, decode_records, validate_produce
 from logbroker.storage import LogConfig, LogManager, PartitionLog
 from logbroker.storage.manager import TopicError
@@ -122,7 +123,29 @@ def test_offset_for_timestamp_uses_record_timestamps(tmp_path: Path) -> None:
     assert plog.offset_for_timestamp(1_000_000) == (0, 1_000_000)
     assert plog.offset_for_timestamp(1_005_500) == (12, 1_006_000)
     assert plog.offset_for_timestamp(9_999_999) is None
-    assert plog.max_timestamp() == (39, 1_019_000)
+    assert plog.max_timestamp() == (38, 1_019_000)  # the first record carrying it, as Kafka 4
+
+
+@pytest.mark.parametrize("how", ["clean", "recovered"])
+def test_max_timestamp_from_the_time_index_across_segments_and_restarts(tmp_path: Path, how: str) -> None:
+    """The first record carrying the largest timestamp: found through the time index, also after a
+    restart that loads the indexes (clean) or rebuilds them (unclean), with maxima between index points."""
+    cfg = LogConfig(index_interval_bytes=200, segment_bytes=700)
+    plog = PartitionLog(tmp_path / "p", cfg, True)
+    assert plog.max_timestamp() == (-1, -1)
+    t = 1_000_000
+    stamps = [[t + 1, t + 3], [t + 2], [t + 9, t + 4, t + 9], [t + 5], [t + 9], [t + 7, t + 8]] * 3
+    for batch in stamps:
+        buf = bytearray(build_batch([NewRecord(None, b"x" * 40, timestamp=ts) for ts in batch]))
+        plog.append(buf, validate_produce(buf, 1 << 20))
+    assert len(plog.segments) > 2
+    assert plog.max_timestamp() == (3, t + 9)  # offsets: 0-1, 2, 3-5 (t+9 first at 3)
+    plog.close()
+    again = PartitionLog(tmp_path / "p", cfg, how == "clean")
+    assert again.max_timestamp() == (3, t + 9)
+    buf = bytearray(build_batch([NewRecord(None, b"y", timestamp=t + 8), NewRecord(None, b"z", timestamp=t + 10)]))
+    again.append(buf, validate_produce(buf, 1 << 20))
+    assert again.max_timestamp() == (again.next_offset - 1, t + 10)
 
 
 def test_retention_by_size_and_time_deletes_whole_old_segments(tmp_path: Path) -> None:
@@ -188,7 +211,7 @@ def test_idempotent_duplicates_and_gaps(tmp_path: Path) -> None:
     assert dup is not None and dup.base_offset == 0
     with pytest.raises(SequenceError) as gap:
         plog.check_duplicates(batch(9)[1])
-    assert gap.value.error == "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    assert gap.value.error is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
     with pytest.raises(SequenceError):
         plog.check_duplicates(batch(3, epoch=1)[1])  # a new epoch must restart at 0
     # After an unclean restart, the producer state comes back from the log itself.
@@ -205,13 +228,13 @@ def test_manager_topics_survive_restart_and_names_are_checked(tmp_path: Path) ->
     m.create_topic("orders", 3, {"retention.ms": "1000"})
     with pytest.raises(TopicError) as e:
         m.create_topic("orders", 1)
-    assert e.value.error == "TOPIC_ALREADY_EXISTS"
+    assert e.value.error is ErrorCode.TOPIC_ALREADY_EXISTS
     for bad in ("", "a/b", "x" * 250, ".."):
         with pytest.raises(TopicError):
             m.create_topic(bad, 1)
     with pytest.raises(TopicError) as e:
         m.create_topic("cfg", 1, {"retention.ms": "soon"})
-    assert e.value.error == "INVALID_CONFIG"
+    assert e.value.error is ErrorCode.INVALID_CONFIG
     with pytest.raises(RuntimeError, match="in use"):
         LogManager(tmp_path, LogConfig())
     m.close()

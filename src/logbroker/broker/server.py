@@ -1,33 +1,27 @@
-"""The broker process: accepts connections, decodes requests, runs handlers, answers in order."""
+"""The broker's network side: accepts connections, decodes requests, runs handlers, answers in order.
+
+Everything a handler may touch lives in `BrokerContext`; this module owns sockets and their timeouts.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
-import os
+import socket
 import time
-import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable
-from pathlib import Path
+from collections.abc import Awaitable
 from typing import Any
 
-from logbroker.config import BrokerSettings
-from logbroker.protocol.connection import Request, ServerConnection
-from logbroker.protocol.errors import ProtocolError
-from logbroker.storage import LogConfig, LogManager, PartitionLog
+from logbroker.config import BrokerSettings, parse_host_port
+from logbroker.protocol import ProtocolError, Request, ServerConnection
 
-from .flusher import Flusher
-from .groups.coordinator import Coordinator, CoordinatorConfig
-from .groups.store import GroupStore
-from .handlers import HANDLERS
-from .producer_ids import ProducerIdAllocator
+from .context import BrokerContext, NoResponse
+from .dispatch import Handler
+from .handlers import registry, served_apis
 
 log = logging.getLogger("logbroker.broker")
-
-Handler = Callable[["Broker", Request], Any]
 
 
 class Broker:
@@ -35,61 +29,34 @@ class Broker:
 
     def __init__(self, settings: BrokerSettings) -> None:
         self.settings = settings
-        self.node_id = settings.node_id
-        self.host, self.port = settings.advertised
-        self.logs: LogManager | None = None
-        self.flusher = Flusher(settings.fsync, settings.fsync_interval_ms)
-        self.cluster_id = ""
-        self.producer_ids: ProducerIdAllocator | None = None
-        self._groups: Coordinator | None = None
+        self.context = BrokerContext(settings, served_apis())
+        self._handlers: dict[int, Handler] = dict(registry())
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[ClientConnection] = set()
-        self._append_waiters: dict[tuple[str, int], set[asyncio.Future[None]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self.started = asyncio.Event()
         self.stats = {"connections": 0, "requests": 0, "protocol_errors": 0}
 
-    # ------------------------------------------------------------------ lifecycle
+    @property
+    def host(self) -> str:
+        return self.context.host
 
     @property
-    def log_defaults(self) -> LogConfig:
-        s = self.settings
-        return LogConfig(
-            segment_bytes=s.segment_bytes,
-            segment_ms=s.segment_ms,
-            retention_ms=s.retention_ms,
-            retention_bytes=s.retention_bytes,
-            max_message_bytes=s.message_max_bytes,
-        )
+    def port(self) -> int:
+        return self.context.port
+
+    # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        data = Path(self.settings.data_dir)
-        self.logs = LogManager(data, self.log_defaults)
-        self.cluster_id = _cluster_id(data)
-        self.producer_ids = ProducerIdAllocator(data / "__producer_ids")
-        s = self.settings
-        self._groups = Coordinator(
-            GroupStore(data, self.logs.clean_start),
-            CoordinatorConfig(
-                initial_rebalance_delay_ms=s.group_initial_rebalance_delay_ms,
-                min_session_timeout_ms=s.group_min_session_timeout_ms,
-                max_session_timeout_ms=s.group_max_session_timeout_ms,
-                offsets_retention_ms=s.offsets_retention_minutes * 60_000,
-                consumer_session_timeout_ms=s.group_consumer_session_timeout_ms,
-                consumer_heartbeat_interval_ms=s.group_consumer_heartbeat_interval_ms,
-            ),
-            self._persist_internal,
-            self._topic_table,
-        )
-        self._groups.start()
-        self.flusher.start()
-        host, port = _listen_addr(self.settings.listen)
+        ctx = self.context
+        ctx.open()
+        host, port = parse_host_port(self.settings.listen)
         self._server = await asyncio.get_running_loop().create_server(
             lambda: ClientConnection(self), host, port, reuse_address=True, backlog=1024
         )
         if port == 0:
-            self.port = self._server.sockets[0].getsockname()[1]
+            ctx.port = self._server.sockets[0].getsockname()[1]
         self._tasks.append(asyncio.create_task(self._housekeeping(), name="housekeeping"))
         log.info(
             "logbroker listening on %s:%d (advertised %s:%d), data in %s, fsync=%s%s",
@@ -97,9 +64,9 @@ class Broker:
             self.port,
             self.host,
             self.port,
-            data,
+            self.settings.data_dir,
             self.settings.fsync.value,
-            "" if self.logs.clean_start else " (recovered after unclean shutdown)",
+            "" if ctx.clean_start else " (recovered after unclean shutdown)",
         )
         self.started.set()
 
@@ -112,6 +79,7 @@ class Broker:
             self._server.close()
         for conn in list(self._connections):
             conn.stop_reading()
+        self.context.begin_stopping()
         deadline = time.monotonic() + 10
         while any(c.busy for c in self._connections) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
@@ -119,16 +87,7 @@ class Broker:
             conn.close()
         for t in self._tasks:
             t.cancel()
-        for fut in itertools.chain.from_iterable(self._append_waiters.values()):
-            if not fut.done():
-                fut.set_result(None)
-        if self._groups is not None:
-            await self._groups.stop()
-        await self.flusher.close()
-        if self._groups is not None:
-            self._groups.store.close()
-        if self.logs is not None:
-            self.logs.close()
+        await self.context.close()
         log.info("logbroker stopped cleanly")
 
     async def _housekeeping(self) -> None:
@@ -140,95 +99,23 @@ class Broker:
             now = time.monotonic()
             for conn in list(self._connections):
                 conn.check_timeouts(now)
-            if now - last_retention >= interval and self.logs is not None:
+            if now - last_retention >= interval:
                 last_retention = now
-                deleted = self.logs.enforce_retention()
+                deleted = self.context.enforce_retention()
                 if deleted:
                     log.info("retention deleted %d segments", deleted)
 
-    # ------------------------------------------------------------------ services for handlers
 
-    @property
-    def groups(self) -> Coordinator:
-        assert self._groups is not None
-        return self._groups
+class ClientConnection(asyncio.BufferedProtocol):
+    """One client socket: pipelined requests are handled concurrently and answered in arrival order.
 
-    def _topic_table(self) -> dict[str, tuple[str, int]]:
-        assert self.logs is not None
-        return {n: (m.topic_id, m.partitions) for n, m in self.logs.topics.items() if not m.internal}
-
-    async def _persist_internal(self, plog: PartitionLog) -> None:
-        """Internal records (group state, offsets) are durable under the same policy as data."""
-        self.flusher.written(plog)
-        await self.flusher.commit()
-
-    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
-        assert self.logs is not None
-        return self.logs.get(topic, partition)
-
-    def appended(self, topic: str, partition: int) -> None:
-        waiters = self._append_waiters.pop((topic, partition), None)
-        if waiters:
-            for fut in waiters:
-                if not fut.done():
-                    fut.set_result(None)
-
-    def appended_all(self, topic: str, partitions: int) -> None:
-        for i in range(partitions):
-            self.appended(topic, i)
-
-    def topic_deleted(self, topic: str, partitions: int) -> None:
-        self.appended_all(topic, partitions)
-        if self._groups is not None:
-            self._groups.forget_topic(topic)
-
-    async def wait_for_data(self, keys: list[tuple[str, int]], timeout: float) -> None:
-        """Long poll: wake when any of these partitions gets data, or after `timeout` seconds."""
-        if timeout <= 0 or not keys:
-            return
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        for k in keys:
-            self._append_waiters.setdefault(k, set()).add(fut)
-        try:
-            await asyncio.wait_for(fut, timeout)
-        except TimeoutError:
-            pass
-        finally:
-            for k in keys:
-                s = self._append_waiters.get(k)
-                if s is not None:
-                    s.discard(fut)
-                    if not s:
-                        del self._append_waiters[k]
-
-
-def _listen_addr(listen: str) -> tuple[str, int]:
-    from logbroker.config import parse_host_port
-
-    return parse_host_port(listen)
-
-
-def _cluster_id(data: Path) -> str:
-    """A stable cluster id per data directory (Kafka's meta.properties role)."""
-    p = data / "cluster-id"
-    try:
-        return p.read_text().strip()
-    except FileNotFoundError:
-        cid = uuid.uuid4().hex[:22]
-        tmp = p.with_suffix(".tmp")
-        tmp.write_text(cid)
-        os.replace(tmp, p)
-        return cid
-
-
-class ClientConnection(asyncio.Protocol):
-    """One client socket: pipelined requests are handled concurrently and answered in arrival order."""
+    A buffered protocol: the kernel writes received bytes straight into the codec's buffers."""
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self.codec = ServerConnection(broker.settings.socket_request_max_bytes)
+        self.codec = ServerConnection(broker.context.apis, broker.settings.socket_request_max_bytes)
         self.transport: asyncio.Transport | None = None
-        self.pending: deque[asyncio.Future[list[bytes] | None]] = deque()
+        self.pending: deque[asyncio.Future[memoryview | None]] = deque()
         self.peer = "?"
         self.host = ""
         self.last_activity = time.monotonic()
@@ -256,8 +143,6 @@ class ClientConnection(asyncio.Protocol):
         b.stats["connections"] += 1
         sock = transport.get_extra_info("socket")
         if sock is not None:
-            import socket
-
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         transport.set_write_buffer_limits(high=8 << 20)
@@ -275,9 +160,12 @@ class ClientConnection(asyncio.Protocol):
     def resume_writing(self) -> None:
         self._write_paused = False
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.codec.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
         self.last_activity = time.monotonic()
-        self.codec.receive_data(data)
+        self.codec.buffer_updated(nbytes)
         completed = False
         try:
             while not self._closed:
@@ -313,15 +201,15 @@ class ClientConnection(asyncio.Protocol):
     def _dispatch(self, req: Request) -> None:
         self.broker.stats["requests"] += 1
         req.client_host = self.host
-        handler = HANDLERS.get(req.api_key)
-        fut: asyncio.Future[list[bytes] | None] = asyncio.get_running_loop().create_future()
+        handler = self.broker._handlers.get(req.api_key)
+        fut: asyncio.Future[memoryview | None] = asyncio.get_running_loop().create_future()
         self.pending.append(fut)
         if handler is None:  # registered in the codec but no handler: cannot happen for advertised APIs
             fut.set_exception(ProtocolError(f"no handler for API key {req.api_key}"))
             self._drain()
             return
         try:
-            result = handler(self.broker, req)
+            result = handler.fn(self.broker.context, req)
         except Exception as exc:
             fut.set_exception(exc)
             self._drain()
@@ -332,7 +220,7 @@ class ClientConnection(asyncio.Protocol):
         else:
             self._finish(fut, req, result)
 
-    def _complete(self, fut: asyncio.Future[list[bytes] | None], req: Request, task: asyncio.Future[Any]) -> None:
+    def _complete(self, fut: asyncio.Future[memoryview | None], req: Request, task: asyncio.Future[Any]) -> None:
         if fut.done():
             return
         if task.cancelled():
@@ -344,13 +232,13 @@ class ClientConnection(asyncio.Protocol):
             return
         self._drain()
 
-    def _finish(self, fut: asyncio.Future[list[bytes] | None], req: Request, response: Any) -> None:
+    def _finish(self, fut: asyncio.Future[memoryview | None], req: Request, response: Any) -> None:
         if fut.done():
             return
         try:
-            if response is None or isinstance(response, _NoResponse):
+            if response is None or isinstance(response, NoResponse):
                 fut.set_result(None)
-                if isinstance(response, _NoResponse) and response.close:
+                if isinstance(response, NoResponse) and response.close:
                     self._close_after_drain = True
             else:
                 fut.set_result(self.codec.encode_response(req, response))
@@ -372,9 +260,9 @@ class ClientConnection(asyncio.Protocol):
                 log.error("request from %s failed: %s", self.peer, exc, exc_info=exc)
                 self._fail()
                 return
-            parts = fut.result()
-            if parts is not None and t is not None and not self._closed:
-                t.writelines(parts)
+            frame = fut.result()
+            if frame is not None and t is not None and not self._closed:
+                t.write(frame)  # sent at once when the socket takes it; only an unsent rest is copied
         if self._close_after_drain and not self.pending:
             self.close()
             return
@@ -414,16 +302,3 @@ class ClientConnection(asyncio.Protocol):
     def close(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
-
-
-class _NoResponse:
-    """A handler result meaning: send nothing (acks=0), optionally closing the connection after."""
-
-    __slots__ = ("close",)
-
-    def __init__(self, close: bool = False) -> None:
-        self.close = close
-
-
-NO_RESPONSE = _NoResponse()
-NO_RESPONSE_CLOSE = _NoResponse(close=True)

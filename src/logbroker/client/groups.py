@@ -14,17 +14,20 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
-from kafka.protocol.admin import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
-from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
-from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
-from kafka.protocol.metadata import FindCoordinatorRequest
-
+from logbroker.protocol import ApiKey, api
+from logbroker.protocol.consumer_protocol import assignment_partitions
 from logbroker.protocol.errors import ErrorCode
 from logbroker.protocol.kip848 import ConsumerGroupDescribeRequest
 
 from .connection import BrokerError, Connection, KafkaClient, check
 
 TP = tuple[str, int]
+DeleteGroupsRequest = api(ApiKey.DeleteGroups).request
+DescribeGroupsRequest = api(ApiKey.DescribeGroups).request
+ListGroupsRequest = api(ApiKey.ListGroups).request
+OffsetCommitRequest = api(ApiKey.OffsetCommit).request
+OffsetFetchRequest = api(ApiKey.OffsetFetch).request
+FindCoordinatorRequest = api(ApiKey.FindCoordinator).request
 T = TypeVar("T")
 
 RETRIABLE = frozenset(
@@ -150,10 +153,9 @@ def decode_assignment(data: bytes | Any) -> tuple[list[TP], str | None]:
     if not data:
         return [], None
     try:
-        a = ConsumerProtocolAssignment.decode(bytes(data), header=True)
-    except Exception as exc:  # not consumer-protocol bytes (another protocol type, or garbage)
+        return sorted(assignment_partitions(bytes(data))), None
+    except ValueError as exc:  # not consumer-protocol bytes (another protocol type, or garbage)
         return [], f"undecodable assignment ({len(data)} bytes): {exc}"
-    return sorted((t.topic, p) for t in a.assigned_partitions or [] for p in t.partitions), None
 
 
 # ---------------------------------------------------------------------------------- admin

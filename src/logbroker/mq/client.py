@@ -20,8 +20,10 @@ from confluent_kafka import OFFSET_BEGINNING as CK_BEGINNING
 from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Consumer as CKConsumer
 from confluent_kafka import Producer as CKProducer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
+from logbroker._kafka import ErrorMap, KafkaLayerError, Kind, ensure_topics, librdkafka_config, new_client
+from logbroker.embedded import EmbeddedLease, acquire_embedded
 from logbroker.mq.config import MQConfig, load_config, validate_config
 from logbroker.mq.errors import (
     MessageTooLarge,
@@ -97,25 +99,22 @@ def _apply_overrides(base: dict[str, Any], extra: Mapping[str, Any], what: str) 
     return out
 
 
-def _kafka_error(err: KafkaError | None) -> MQError:
-    if err is None:
-        return MQError("unknown error")
-    code = err.code()
-    if code == KafkaError.MSG_SIZE_TOO_LARGE:
-        return MessageTooLarge(f"message too large for the broker: {err.str()}")
-    if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION):
-        return TopicNotFound(err.str())
-    return MQError(err.str())
+_errors = ErrorMap(MQError, {
+    Kind.MESSAGE_TOO_LARGE: lambda text: MessageTooLarge(f"message too large for the broker: {text}"),
+    Kind.UNKNOWN_TOPIC: TopicNotFound,  # also a topic ensure_topic could not create or see led in time
+})  # fmt: skip
+
+
+def _kafka_error(err: KafkaError | KafkaLayerError | None) -> MQError:
+    return _errors(err)  # type: ignore[return-value]
 
 
 def _librdkafka(factory: Any, conf: dict[str, Any], what: str) -> Any:
     """Create a confluent-kafka handle; a refused setting (bad SSL file, unknown key) becomes MQConfigError."""
     try:
-        return factory(conf)
-    except (KafkaException, ValueError, TypeError) as exc:
-        err = exc.args[0] if exc.args else exc
-        text = err.str() if isinstance(err, KafkaError) else str(err)
-        raise MQConfigError(f"mq.kafka ({what}): {text}") from None
+        return new_client(factory, conf)
+    except KafkaLayerError as exc:
+        raise MQConfigError(f"mq.kafka ({what}): {exc}") from None
 
 
 class Client:
@@ -124,6 +123,7 @@ class Client:
     def __init__(self, config: MQConfig | Mapping[str, Any] | None = None) -> None:
         self.config = validate_config(config if config is not None else MQConfig())
         self._embedded: Any = None
+        self._lease: EmbeddedLease | None = None
         self._closed = False
         self._children: list[Producer | Consumer] = []
         self._lock = threading.Lock()
@@ -132,15 +132,18 @@ class Client:
             emb = self.config.embedded
             if emb.bootstrap:
                 self.bootstrap = emb.bootstrap
-            else:
-                from logbroker.embedded import EmbeddedBroker
-
-                self._embedded = EmbeddedBroker(emb.data_dir, listen=emb.listen, **emb.settings).start()
-                self.bootstrap = self._embedded.bootstrap
+            else:  # shared with any other user of the data dir in this process (another Client, notify)
+                self._lease = acquire_embedded(emb.data_dir, emb.listen, emb.settings)
+                self._embedded = self._lease.broker
+                self.bootstrap = self._lease.bootstrap
         else:
             assert self.config.kafka is not None
             self.bootstrap = self.config.kafka.bootstrap_servers
-        self._admin: Any = _librdkafka(AdminClient, self._common(), "admin client")
+        try:
+            self._admin: Any = _librdkafka(AdminClient, self._common(), "admin client")
+        except MQConfigError:
+            self.close()
+            raise
 
     @classmethod
     def connect(cls, path: str | None = None, **overrides: Any) -> Client:
@@ -150,31 +153,7 @@ class Client:
     # -- configuration
 
     def _common(self) -> dict[str, Any]:
-        conf: dict[str, Any] = {
-            "bootstrap.servers": self.bootstrap,
-            "reconnect.backoff.ms": 20,
-            "reconnect.backoff.max.ms": 5000,
-        }
-        k = self.config.kafka if self.config.type == "kafka" else None
-        if k is None:
-            return conf
-        sasl, ssl = k.sasl, k.ssl
-        proto = k.security_protocol or (
-            ("SASL_SSL" if ssl else "SASL_PLAINTEXT") if sasl else ("SSL" if ssl else "PLAINTEXT")
-        )
-        conf["security.protocol"] = proto
-        if sasl is not None:
-            assert sasl.password is not None
-            conf.update({"sasl.mechanisms": sasl.mechanism, "sasl.username": sasl.username,
-                         "sasl.password": sasl.password.get_secret_value()})  # fmt: skip
-        if ssl is not None:
-            for name, value in (("ssl.ca.location", ssl.ca), ("ssl.certificate.location", ssl.cert),
-                                ("ssl.key.location", ssl.key)):  # fmt: skip
-                if value is not None:
-                    conf[name] = str(value)
-            if ssl.key_password is not None:
-                conf["ssl.key.password"] = ssl.key_password.get_secret_value()
-        return conf
+        return librdkafka_config(self.config.kafka_settings(self.bootstrap))
 
     def _producer_conf(self, compression: bool | str) -> dict[str, Any]:
         codec = "zstd" if compression is True else (compression or "none")
@@ -200,37 +179,26 @@ class Client:
 
     def partitions(self, topic: str) -> list[int] | None:
         """Partition ids of an existing topic, None if the topic does not exist (never auto-creates)."""
-        md = self._admin.list_topics(timeout=self.config.request_timeout_s)
+        try:
+            md = self._admin.list_topics(timeout=self.config.request_timeout_s)
+        except KafkaException as exc:
+            raise _kafka_error(exc) from None
         t = md.topics.get(topic)
         if t is None or (t.error is not None and t.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
             return None
         return sorted(t.partitions)
 
     def ensure_topic(self, topic: str, create: bool | None = None) -> list[int]:
-        """Create the topic on first use when allowed (TopicNotFound otherwise); returns its partitions."""
+        """Create the topic on first use when allowed (TopicNotFound otherwise); returns its partitions once
+        every one has a leader, so a producer or consumer made right after never meets a half-created topic."""
         self._check_open()
-        parts = self.partitions(topic)
-        if parts:
-            return parts
-        if not (self.config.auto_create_topics if create is None else create):
-            raise TopicNotFound(f"topic {topic!r} does not exist and auto_create_topics is off")
-        admin = self._admin  # kept referenced until the future resolves
-        fut = admin.create_topics([NewTopic(topic, self.config.num_partitions)],
-                                  request_timeout=self.config.request_timeout_s)[topic]  # fmt: skip
+        allowed = self.config.auto_create_topics if create is None else create
         try:
-            fut.result()
-        except KafkaException as exc:
-            err = exc.args[0]
-            if err.code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise TopicNotFound(f"topic {topic!r} does not exist and the broker refused to create it: "
-                                    f"{err.str()}") from None  # fmt: skip
-        deadline = time.monotonic() + self.config.request_timeout_s
-        while time.monotonic() < deadline:  # metadata can trail CreateTopics (Kafka, Tansu)
-            parts = self.partitions(topic)
-            if parts:
-                return parts
-            time.sleep(0.05)
-        raise TopicNotFound(f"topic {topic!r} was created but never appeared in metadata")
+            return ensure_topics(self._common(), [topic], partitions=self.config.num_partitions, create=allowed,
+                                 timeout=self.config.request_timeout_s, admin=self._admin,
+                                 missing_hint="auto_create_topics is off")[topic]  # fmt: skip
+        except KafkaLayerError as exc:
+            raise _kafka_error(exc) from None
 
     # -- Milvus Client API
 
@@ -275,9 +243,9 @@ class Client:
             except MQError as exc:
                 log.warning("closing %r: %s", ch, exc)
         self._admin = None  # librdkafka handles must go before the broker, or they log reconnect failures
-        if self._embedded is not None:
-            self._embedded.stop()
-            self._embedded = None
+        if self._lease is not None:
+            self._lease.release()  # stops the broker unless another user of its data dir still holds it
+            self._lease = None
 
     def __enter__(self) -> Self:
         return self

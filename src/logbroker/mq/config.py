@@ -24,6 +24,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
+from logbroker._kafka import KafkaSettings, implied_protocol
 from logbroker.mq.errors import MQConfigError
 
 ENV_PREFIX = "LOGBROKER_MQ_"
@@ -100,6 +101,27 @@ class MQConfig(_Model):
         if self.type == "kafka" and self.kafka is None:
             raise ValueError("type=kafka needs a kafka section with bootstrap_servers")
         return self
+
+    def kafka_settings(self, bootstrap: str) -> KafkaSettings:
+        """The shared layer's settings for ``bootstrap``. The protocol, when not named, follows from the
+        sections given (sasl -> SASL_*, ssl -> *SSL); an embedded broker is plain loopback."""
+        backoff = {"reconnect.backoff.ms": 20, "reconnect.backoff.max.ms": 5000}
+        k = self.kafka if self.type == "kafka" else None
+        if k is None:
+            return KafkaSettings(bootstrap, extra=backoff)
+        sasl, ssl = k.sasl, k.ssl
+        return KafkaSettings(
+            bootstrap,
+            k.security_protocol or implied_protocol(sasl is not None, ssl is not None),
+            sasl_mechanism=sasl.mechanism if sasl else "PLAIN",
+            sasl_username=sasl.username if sasl else None,
+            sasl_password=sasl.password.get_secret_value() if sasl and sasl.password else None,
+            ssl_ca=str(ssl.ca) if ssl and ssl.ca else None,
+            ssl_cert=str(ssl.cert) if ssl and ssl.cert else None,
+            ssl_key=str(ssl.key) if ssl and ssl.key else None,
+            ssl_key_password=ssl.key_password.get_secret_value() if ssl and ssl.key_password else None,
+            extra=backoff,
+        )
 
 
 def _env_tree(env: Mapping[str, str]) -> dict[str, Any]:

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
+from logbroker import _kafka
 from logbroker.notify.notifier import decode
-from logbroker.notify.transport import KafkaOptions, NotifyError, Transport
+from logbroker.notify.transport import KafkaOptions, NotifyError, Transport, notify_error
 
 LOG = logging.getLogger(__name__)
 
@@ -37,40 +37,28 @@ class Incoming:
     offset: int
 
 
-_TRANSIENT = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART,
-              KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT}  # fmt: skip
-
-
 def _log_end(consumer: Consumer, tp: TopicPartition, timeout: float = 10.0) -> int:
-    """The partition's log end, retried while a just-created topic's leader settles (Kafka answers
-    NOT_LEADER_FOR_PARTITION for a moment after CreateTopics); OFFSET_END if it never does."""
+    """The partition's log end, retried while the error is transient (a leader moving, or a topic a peer
+    just created); OFFSET_END if it never settles."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             return int(consumer.get_watermark_offsets(tp, max(0.5, deadline - time.monotonic()), cached=False)[1])
         except KafkaException as exc:
-            err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
-            transient = err is not None and (err.code() in _TRANSIENT or err.retriable())
-            if not transient or time.monotonic() >= deadline:
+            if not _kafka.classify(exc).transient or time.monotonic() >= deadline:
                 LOG.warning("log end of %s-%d unknown (%s): starting at the end", tp.topic, tp.partition, exc)
                 return OFFSET_END
             time.sleep(0.1)
 
 
 def ensure_topics(transport: Transport, topics: Iterable[str], partitions: int = -1, timeout: float = 10.0) -> None:
-    """Create missing topics so a listener can subscribe before the first send (brokers with
-    auto-creation off included); "already exists" is the normal case."""
-    admin = AdminClient(transport.common_config())
-    futures = admin.create_topics([NewTopic(t, num_partitions=partitions) for t in topics], request_timeout=timeout)
-    for topic, fut in futures.items():
-        try:
-            fut.result(timeout)
-        except TimeoutError as exc:
-            raise NotifyError(f"could not reach {transport.bootstrap} within {timeout}s to create {topic!r}") from exc
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                LOG.warning("could not create topic %s: %s", topic, exc)
-    del admin  # kept alive until every future resolved
+    """Create missing topics so a listener can subscribe before the first send (brokers with auto-creation
+    off included) and wait until they are led. A refused creation (no CREATE permission) is only logged:
+    someone else may create the topic, and the group's assignment picks it up then."""
+    try:
+        _kafka.ensure_topics(transport.common_config(), topics, partitions=partitions, strict=False, timeout=timeout)
+    except _kafka.KafkaLayerError as exc:
+        raise notify_error(exc) from None
 
 
 class NotificationConsumer:

@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+from logbroker._kafka import ErrorMap, KafkaSettings, librdkafka_config
+from logbroker.embedded import EmbeddedLease, acquire_embedded
+
 LOG = logging.getLogger(__name__)
 
 DEFAULT_PORT = 9092
@@ -28,6 +31,11 @@ class InvalidTransportURL(ValueError):
 
 class NotifyError(RuntimeError):
     """A notification could not be delivered (after its retries) or the broker is unreachable."""
+
+
+# Every Kafka failure is a NotifyError to callers (oslo has no finer classes); the shared layer still decides
+# what is transient.
+notify_error = ErrorMap(NotifyError)
 
 
 @dataclass(frozen=True)
@@ -107,29 +115,24 @@ class Transport:
         """`<topic>.<priority>[.<vhost>]`: the one naming rule for both sending and listening."""
         return ".".join(part for part in (topic, priority, self.virtual_host) if part)
 
-    def common_config(self, opts: KafkaOptions | None = None) -> dict[str, Any]:
+    def kafka_settings(self, opts: KafkaOptions | None = None) -> KafkaSettings:
+        """oslo's option names on the shared layer's settings; credentials come from the URL."""
         o = opts or self.options
-        conf: dict[str, Any] = {
-            "bootstrap.servers": self.bootstrap,
-            "security.protocol": o.security_protocol,
-            "socket.connection.setup.timeout.ms": int(o.connect_timeout * 1000),
-        }
-        if o.security_protocol.startswith("SASL"):
-            conf["sasl.mechanism"] = o.sasl_mechanism
-            if self.username is not None:
-                conf["sasl.username"] = self.username
-                conf["sasl.password"] = self.password or ""
-        if o.security_protocol.endswith("SSL"):
-            if o.ssl_cafile:
-                conf["ssl.ca.location"] = o.ssl_cafile
-            if o.ssl_client_cert_file:
-                conf["ssl.certificate.location"] = o.ssl_client_cert_file
-            if o.ssl_client_key_file:
-                conf["ssl.key.location"] = o.ssl_client_key_file
-            if o.ssl_client_key_password:
-                conf["ssl.key.password"] = o.ssl_client_key_password
-        conf.update(o.extra)
-        return conf
+        return KafkaSettings(
+            self.bootstrap,
+            o.security_protocol,  # type: ignore[arg-type]  # checked by KafkaOptions
+            sasl_mechanism=o.sasl_mechanism,  # type: ignore[arg-type]
+            sasl_username=self.username,
+            sasl_password=self.password,
+            ssl_ca=o.ssl_cafile,
+            ssl_cert=o.ssl_client_cert_file,
+            ssl_key=o.ssl_client_key_file,
+            ssl_key_password=o.ssl_client_key_password,
+            extra={"socket.connection.setup.timeout.ms": int(o.connect_timeout * 1000), **o.extra},
+        )
+
+    def common_config(self, opts: KafkaOptions | None = None) -> dict[str, Any]:
+        return librdkafka_config(self.kafka_settings(opts))
 
     def producer_config(self, opts: KafkaOptions | None = None) -> dict[str, Any]:
         o = opts or self.options
@@ -228,26 +231,29 @@ def get_transport(url: str | Transport, options: KafkaOptions | dict[str, Any] |
     return parse_url(url, options)
 
 
-# Embedded brokers are shared per data directory: one process may have a notifier and listeners on it.
+# `embedded://` URLs hold one lease per data directory on the process-wide registry (shared with mq), from
+# first use until stop_embedded() or interpreter exit: a transport is a value that carries no close(), and
+# notifiers and listeners come and go on the same URL without restarting the broker in between.
 _embedded_lock = threading.Lock()
-_embedded: dict[Path, Any] = {}
+_embedded: dict[Path, EmbeddedLease] = {}
 
 
 def _embedded_bootstrap(path: Path) -> str:
-    from logbroker.embedded import EmbeddedBroker
-
     key = path.resolve()
     with _embedded_lock:
-        broker = _embedded.get(key)
-        if broker is None or not broker.running:
-            broker = EmbeddedBroker(key).start()
-            _embedded[key] = broker
-        return str(broker.bootstrap)
+        lease = _embedded.get(key)
+        if lease is None or lease.released or not lease.broker.running:
+            if lease is not None:
+                lease.release()
+            lease = _embedded[key] = acquire_embedded(key)
+        return lease.bootstrap
 
 
 def stop_embedded() -> None:
-    """Stop every embedded broker started through `embedded://` URLs (tests, process exit)."""
+    """Let go of every embedded broker that `embedded://` URLs started; each stops unless another user of
+    its data directory (an mq Client) still holds it (tests, process exit)."""
     with _embedded_lock:
-        for broker in _embedded.values():
-            broker.stop()
+        leases = list(_embedded.values())
         _embedded.clear()
+    for lease in leases:
+        lease.release()

@@ -6,19 +6,20 @@ ProtocolError (the driver then closes the socket, as Kafka does for unparsable i
 
 from __future__ import annotations
 
+import mmap
 import struct
+from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from .apis import ApiSpec
 from .errors import ErrorCode, FrameTooLarge, ProtocolError
 from .messages import (
     API_VERSIONS_KEY,
-    APIS,
-    ApiSpec,
     RequestHeader,
     decode_body,
-    encode_body,
-    frame_response,
+    encode_response_frame,
     is_flexible,
     parse_request_header,
     skip_tagged_fields,
@@ -26,6 +27,8 @@ from .messages import (
 
 NEED_DATA: Final = None
 _I32 = struct.Struct(">i")
+_STAGE_BYTES = 256 * 1024  # what one receive call can take in (asyncio reads up to 256 KiB at a time)
+_BIG_FRAME_BYTES = 64 * 1024  # frames at least this large are received straight into their own buffer
 
 
 @dataclass(slots=True)
@@ -38,6 +41,7 @@ class Request:
     version_error: ErrorCode | None = None
     size: int = 0
     client_host: str = ""
+    response_size_hint: int = 0  # bytes the handler expects its response to take (a fetch's records)
 
     @property
     def api_key(self) -> int:
@@ -49,52 +53,120 @@ class Request:
 
 
 class ServerConnection:
-    """Frame decoder and codec for one client connection."""
+    """Frame decoder and codec for one client connection, serving the APIs and versions in `apis`.
 
-    def __init__(self, max_request_bytes: int = 100 * 1024 * 1024) -> None:
+    Bytes arrive through `get_buffer`/`buffer_updated` (asyncio's BufferedProtocol contract), so the
+    kernel writes them straight into memory this object owns: small requests into a staging buffer (then
+    one copy each, into their own frame), large ones (Produce batches) straight into their own frame, with
+    no user-space copy of the payload at all. Each frame is owned by its `Request`, and writable: handlers
+    may patch stored fields (base offsets) in place.
+    """
+
+    def __init__(self, apis: Mapping[int, ApiSpec], max_request_bytes: int = 100 * 1024 * 1024) -> None:
+        self.apis = apis
         self.max_request_bytes = max_request_bytes
-        self._buf = bytearray()
-        self._pos = 0
+        self._stage = bytearray(_STAGE_BYTES)
+        self._start = 0  # first unparsed byte in the staging buffer
+        self._end = 0  # end of received bytes in the staging buffer
+        self._big: mmap.mmap | None = None  # a large frame being received in place
+        self._big_filled = 0
+        self._done: deque[mmap.mmap] = deque()  # large frames complete, ahead of the staging buffer
+
+    # ------------------------------------------------------------------ bytes in
+
+    def get_buffer(self, sizehint: int = -1) -> memoryview:
+        """Where the next received bytes go (never empty)."""
+        if self._big is not None:
+            return memoryview(self._big)[self._big_filled :]
+        if self._end == len(self._stage):
+            self._compact()
+            if self._end == len(self._stage):  # only when fed without parsing in between (receive_data)
+                self._stage.extend(bytes(_STAGE_BYTES))
+        return memoryview(self._stage)[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        """`nbytes` were written into the buffer `get_buffer` returned last."""
+        if self._big is not None:
+            self._big_filled += nbytes
+            if self._big_filled == len(self._big):
+                self._done.append(self._big)
+                self._big = None
+        else:
+            self._end += nbytes
 
     def receive_data(self, data: bytes) -> None:
-        if self._pos and self._pos == len(self._buf):
-            self._buf.clear()
-            self._pos = 0
-        self._buf += data
+        """Feed bytes received elsewhere (tests, tools): the same path as `get_buffer`."""
+        mv = memoryview(data)
+        while mv:
+            with self.get_buffer(len(mv)) as buf:
+                n = min(len(buf), len(mv))
+                buf[:n] = mv[:n]
+            self.buffer_updated(n)
+            mv = mv[n:]
+
+    def _compact(self) -> None:
+        if self._start:
+            n = self._end - self._start
+            self._stage[:n] = self._stage[self._start : self._end]
+            self._start, self._end = 0, n
 
     @property
     def buffered(self) -> int:
-        return len(self._buf) - self._pos
+        """Bytes of requests received but not complete yet."""
+        big = self._big_filled + 4 if self._big is not None else 0
+        return self._end - self._start + big
+
+    # ------------------------------------------------------------------ requests out
 
     def next_event(self) -> Request | None:
-        avail = len(self._buf) - self._pos
-        if avail < 4:
+        frame = self._next_frame()
+        if frame is None:
             return NEED_DATA
-        size = _I32.unpack_from(self._buf, self._pos)[0]
-        if size < 0 or size > self.max_request_bytes:
-            raise FrameTooLarge(size, self.max_request_bytes)
-        if avail < 4 + size:
-            return NEED_DATA
-        start = self._pos + 4
-        frame = bytes(self._buf[start : start + size])
-        self._pos = start + size
-        if self._pos > 1 << 20 and self._pos * 2 > len(self._buf):
-            del self._buf[: self._pos]
-            self._pos = 0
-        req = parse_request(memoryview(frame))
-        req.size = size
+        req = parse_request(memoryview(frame), self.apis)
+        req.size = len(frame)
         return req
 
-    def encode_response(self, req: Request, response: Any, version: int | None = None) -> list[bytes]:
+    def _next_frame(self) -> bytearray | mmap.mmap | None:
+        if self._done:
+            return self._done.popleft()
+        if self._big is not None:
+            return None
+        avail = self._end - self._start
+        if avail < 4:
+            if self._start == self._end:
+                self._start = self._end = 0
+            return None
+        size = _I32.unpack_from(self._stage, self._start)[0]
+        if size < 0 or size > self.max_request_bytes:
+            raise FrameTooLarge(size, self.max_request_bytes)
+        begin = self._start + 4
+        if avail >= 4 + size:
+            self._start = begin + size
+            if self._start == self._end:
+                self._start = self._end = 0
+            return self._stage[begin : begin + size]
+        if size >= _BIG_FRAME_BYTES:
+            # Its own buffer, filled by the kernel from here on. Anonymous memory is committed only as
+            # bytes arrive, so a declared size costs nothing until it is really sent (Kafka allocates
+            # a declared request whole, too).
+            self._big = mmap.mmap(-1, size)
+            have = avail - 4
+            self._big[:have] = self._stage[begin : self._end]
+            self._big_filled = have
+            self._start = self._end = 0
+        elif begin + size > len(self._stage):
+            self._compact()
+        return None
+
+    def encode_response(self, req: Request, response: Any, version: int | None = None) -> memoryview:
         assert req.spec is not None
         v = req.version if version is None else version
-        body = encode_body(req.spec, v, response)
-        return frame_response(req.spec, v, req.header.correlation_id, body)
+        return encode_response_frame(req.spec, v, req.header.correlation_id, response, req.response_size_hint)
 
 
-def parse_request(frame: memoryview) -> Request:
+def parse_request(frame: memoryview, apis: Mapping[int, ApiSpec]) -> Request:
     header, pos = parse_request_header(frame)
-    spec = APIS.get(header.api_key)
+    spec = apis.get(header.api_key)
     if spec is None:
         raise ProtocolError(f"unknown API key {header.api_key} (client {header.client_id!r})")
     v = header.api_version

@@ -1,8 +1,8 @@
-"""Per-API message codecs and the version ranges the broker advertises.
+"""Per-API message codecs: request-header parsing, body decoding, response framing.
 
 The codecs are kafka-python 3.x's schema-driven classes (generated once per version from Kafka's JSON
-specs); see docs/design.md for the measurement behind that choice. This module adds what a server needs
-on top: request-header parsing, response-header framing and the advertised version table.
+specs; see docs/design.md for the measurement behind that choice), reached through `apis`. Which versions
+are served is not decided here: the broker's handlers declare it (`ApiSpec`).
 """
 
 from __future__ import annotations
@@ -11,130 +11,16 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from kafka.protocol.admin import (
-    CreatePartitionsRequest,
-    CreatePartitionsResponse,
-    CreateTopicsRequest,
-    CreateTopicsResponse,
-    DeleteGroupsRequest,
-    DeleteGroupsResponse,
-    DeleteRecordsRequest,
-    DeleteRecordsResponse,
-    DeleteTopicsRequest,
-    DeleteTopicsResponse,
-    DescribeClusterRequest,
-    DescribeClusterResponse,
-    DescribeConfigsRequest,
-    DescribeConfigsResponse,
-    DescribeGroupsRequest,
-    DescribeGroupsResponse,
-    ListGroupsRequest,
-    ListGroupsResponse,
-)
-from kafka.protocol.consumer import (
-    FetchRequest,
-    FetchResponse,
-    HeartbeatRequest,
-    HeartbeatResponse,
-    JoinGroupRequest,
-    JoinGroupResponse,
-    LeaveGroupRequest,
-    LeaveGroupResponse,
-    ListOffsetsRequest,
-    ListOffsetsResponse,
-    OffsetCommitRequest,
-    OffsetCommitResponse,
-    OffsetDeleteRequest,
-    OffsetDeleteResponse,
-    OffsetFetchRequest,
-    OffsetFetchResponse,
-    OffsetForLeaderEpochRequest,
-    OffsetForLeaderEpochResponse,
-    SyncGroupRequest,
-    SyncGroupResponse,
-)
-from kafka.protocol.metadata import (
-    ApiVersionsRequest,
-    ApiVersionsResponse,
-    FindCoordinatorRequest,
-    FindCoordinatorResponse,
-    MetadataRequest,
-    MetadataResponse,
-)
-from kafka.protocol.producer import (
-    InitProducerIdRequest,
-    InitProducerIdResponse,
-    ProduceRequest,
-    ProduceResponse,
-)
+from kafka.protocol.schemas.fields.codecs.encode_buffer import EncodeBuffer
 
+from .apis import ApiSpec
 from .errors import ErrorCode, ProtocolError
-from .kip848 import (
-    ConsumerGroupDescribeRequest,
-    ConsumerGroupDescribeResponse,
-    ConsumerGroupHeartbeatRequest,
-    ConsumerGroupHeartbeatResponse,
-)
+from .produce import FIRST_TOPIC_ID_VERSION, decode_produce
 
-
-@dataclass(frozen=True, slots=True)
-class ApiSpec:
-    key: int
-    name: str
-    request: Any
-    response: Any
-    min_version: int
-    max_version: int
-    # Versions advertised for old clients' feature probes but answered with UNSUPPORTED_VERSION
-    # (librdkafka < 2.11 enables compression only when Produce v0 is in range; Kafka 4 does the same).
-    rejected_below: int = 0
-
-
-def _spec(req: Any, resp: Any, lo: int, hi: int, rejected_below: int = 0) -> ApiSpec:
-    return ApiSpec(req.API_KEY, req.name, req, resp, lo, hi, rejected_below)
-
-
-# What each real client needs is in docs/design.md. Topic-ID versions (Fetch/Produce >= 13) are not offered.
-APIS: dict[int, ApiSpec] = {
-    s.key: s
-    for s in (
-        _spec(ProduceRequest, ProduceResponse, 0, 11, rejected_below=3),
-        _spec(FetchRequest, FetchResponse, 0, 12, rejected_below=4),
-        _spec(ListOffsetsRequest, ListOffsetsResponse, 1, 8),
-        _spec(MetadataRequest, MetadataResponse, 0, 12),
-        _spec(FindCoordinatorRequest, FindCoordinatorResponse, 0, 6),
-        _spec(JoinGroupRequest, JoinGroupResponse, 0, 9),
-        _spec(HeartbeatRequest, HeartbeatResponse, 0, 4),
-        _spec(LeaveGroupRequest, LeaveGroupResponse, 0, 5),
-        _spec(SyncGroupRequest, SyncGroupResponse, 0, 5),
-        _spec(OffsetCommitRequest, OffsetCommitResponse, 0, 9),
-        _spec(OffsetFetchRequest, OffsetFetchResponse, 0, 9),
-        _spec(OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
-        _spec(DescribeGroupsRequest, DescribeGroupsResponse, 0, 6),
-        _spec(ListGroupsRequest, ListGroupsResponse, 0, 5),
-        _spec(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
-        _spec(ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, 0, 1),
-        _spec(ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, 0, 0),
-        _spec(ApiVersionsRequest, ApiVersionsResponse, 0, 4),
-        _spec(CreateTopicsRequest, CreateTopicsResponse, 2, 7),
-        _spec(DeleteTopicsRequest, DeleteTopicsResponse, 1, 6),
-        _spec(DeleteRecordsRequest, DeleteRecordsResponse, 0, 2),
-        _spec(InitProducerIdRequest, InitProducerIdResponse, 0, 4),
-        _spec(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
-        _spec(DescribeConfigsRequest, DescribeConfigsResponse, 1, 4),
-        _spec(CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
-        _spec(DescribeClusterRequest, DescribeClusterResponse, 0, 1),
-    )
-}
-
+PRODUCE_KEY = 0
 API_VERSIONS_KEY = 18
 _HDR = struct.Struct(">hhi")
 _I32 = struct.Struct(">i")
-
-
-def register(spec: ApiSpec) -> None:
-    """Later layers (groups, SASL) add their APIs here before the server starts."""
-    APIS[spec.key] = spec
 
 
 def is_flexible(spec: ApiSpec, version: int) -> bool:
@@ -198,6 +84,8 @@ _encoders: dict[tuple[int, int], Any] = {}
 
 
 def decode_body(spec: ApiSpec, version: int, frame: memoryview, pos: int) -> Any:
+    if spec.key == PRODUCE_KEY and version < FIRST_TOPIC_ID_VERSION:
+        return decode_produce(spec.request[None], version, frame, pos)  # records stay views into the frame
     key = (spec.key, version)
     fn = _decoders.get(key)
     if fn is None:
@@ -269,6 +157,37 @@ def _null_field(obj: Any, plan: _NullPlan) -> str | None:
 def encode_body(spec: ApiSpec, version: int, response: Any) -> bytes:
     # The compiled per-version encoder: ~25x faster than the generic walk for large record sets.
     return response.encode(version=version)
+
+
+_FRAME_HEAD = struct.Struct(">ii")  # size, correlation id (response header v0)
+_FRAME_HEAD_FLEX = struct.Struct(">iib")  # ... and an empty tagged-field section (header v1)
+_frame_encoders: dict[tuple[int, int], Any] = {}
+
+
+def encode_response_frame(
+    spec: ApiSpec, version: int, correlation_id: int, response: Any, size_hint: int = 0
+) -> memoryview:
+    """The whole response frame (size, header, body) in one buffer of its own, written once.
+
+    Encoding in place behind a reserved header saves joining a header to a body; a size hint (a fetch
+    response's record bytes) saves regrowing the buffer, which copies everything encoded so far.
+    """
+    head = _FRAME_HEAD_FLEX if spec.key != API_VERSIONS_KEY and is_flexible(spec, version) else _FRAME_HEAD
+    key = (spec.key, version)
+    enc = _frame_encoders.get(key)
+    if enc is None:
+        flex = is_flexible(spec, version)
+        struct_ = spec.response[None]._struct
+        enc = _frame_encoders[key] = struct_.compiled_encode_into(version, compact=flex, tagged=flex)
+    out = EncodeBuffer(max(size_hint + 4096, 512))
+    out.pos = head.size
+    enc(response, out)
+    buf, end = out.buf, out.pos
+    if head is _FRAME_HEAD_FLEX:
+        head.pack_into(buf, 0, end - 4, correlation_id, 0)
+    else:
+        head.pack_into(buf, 0, end - 4, correlation_id)
+    return memoryview(buf)[:end]
 
 
 def frame_response(spec: ApiSpec, version: int, correlation_id: int, body: bytes) -> list[bytes]:

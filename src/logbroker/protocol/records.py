@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 import cramjam
 from crc32c import crc32c
 
+from .errors import ErrorCode
+
 # Field offsets inside a batch (see Kafka's DefaultRecordBatch layout).
 BASE_OFFSET = 0
 BATCH_LENGTH = 8
@@ -55,9 +57,9 @@ class Compression:
 
 
 class InvalidBatch(ValueError):
-    """A batch that must be refused; `error` is the Kafka error name to answer with."""
+    """A batch that must be refused with Kafka's error code `error`."""
 
-    def __init__(self, message: str, error: str = "CORRUPT_MESSAGE") -> None:
+    def __init__(self, message: str, error: ErrorCode = ErrorCode.CORRUPT_MESSAGE) -> None:
         super().__init__(message)
         self.error = error
 
@@ -142,7 +144,7 @@ def validate_produce(records: bytes | bytearray | memoryview, max_batch_bytes: i
     mv = memoryview(records)
     end = len(mv)
     if end == 0:
-        raise InvalidBatch("empty record set", "INVALID_RECORD")
+        raise InvalidBatch("empty record set", ErrorCode.INVALID_RECORD)
     headers: list[BatchHeader] = []
     pos = 0
     while pos < end:
@@ -151,14 +153,14 @@ def validate_produce(records: bytes | bytearray | memoryview, max_batch_bytes: i
         h = parse_header(mv, pos)
         if h.magic != 2:
             raise InvalidBatch(
-                f"record batch magic {h.magic} is not supported (v2 only)", "UNSUPPORTED_FOR_MESSAGE_FORMAT"
+                f"record batch magic {h.magic} is not supported (v2 only)", ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
             )
         size = h.batch_length + LOG_OVERHEAD
         if h.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + size > end:
             raise InvalidBatch(f"record batch length {h.batch_length} does not fit the request")
         if size > max_batch_bytes:
             raise InvalidBatch(
-                f"record batch of {size} bytes exceeds message.max.bytes={max_batch_bytes}", "MESSAGE_TOO_LARGE"
+                f"record batch of {size} bytes exceeds message.max.bytes={max_batch_bytes}", ErrorCode.MESSAGE_TOO_LARGE
             )
         if crc32c(mv[pos + ATTRIBUTES : pos + size]) != h.crc:
             raise InvalidBatch("record batch CRC32C mismatch")
@@ -169,16 +171,16 @@ def validate_produce(records: bytes | bytearray | memoryview, max_batch_bytes: i
         ):
             raise InvalidBatch(
                 f"inconsistent record count {h.records_count} / last offset delta {h.last_offset_delta}",
-                "INVALID_RECORD",
+                ErrorCode.INVALID_RECORD,
             )
         if h.compression > Compression.ZSTD:
-            raise InvalidBatch(f"unknown compression codec {h.compression}", "UNSUPPORTED_COMPRESSION_TYPE")
+            raise InvalidBatch(f"unknown compression codec {h.compression}", ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
         headers.append(h)
         pos += size
     return headers
 
 
-def assign_offsets(buf: bytearray, headers: Sequence[BatchHeader], base_offset: int) -> int:
+def assign_offsets(buf: bytearray | memoryview, headers: Sequence[BatchHeader], base_offset: int) -> int:
     """Patch base offsets (outside the CRC) in place; returns the next offset after the last batch."""
     nxt = base_offset
     for h in headers:
@@ -189,7 +191,7 @@ def assign_offsets(buf: bytearray, headers: Sequence[BatchHeader], base_offset: 
     return nxt
 
 
-def stamp_log_append_time(buf: bytearray, headers: Sequence[BatchHeader], now_ms: int) -> None:
+def stamp_log_append_time(buf: bytearray | memoryview, headers: Sequence[BatchHeader], now_ms: int) -> None:
     """LogAppendTime topics: the broker's clock becomes each batch's max timestamp, flagged in the
     attributes. Both fields are CRC-covered, so the CRC is recomputed (only on such topics)."""
     mv = memoryview(buf)
@@ -267,7 +269,7 @@ def compress(codec: int, data: bytes) -> bytes:
         return bytes(cramjam.lz4.compress(data))
     if codec == Compression.ZSTD:
         return bytes(cramjam.zstd.compress(data))
-    raise InvalidBatch(f"unknown compression codec {codec}", "UNSUPPORTED_COMPRESSION_TYPE")
+    raise InvalidBatch(f"unknown compression codec {codec}", ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
 
 
 def decompress(codec: int, data: bytes | memoryview) -> bytes:
@@ -292,7 +294,7 @@ def decompress(codec: int, data: bytes | memoryview) -> bytes:
         return bytes(cramjam.lz4.decompress(data))
     if codec == Compression.ZSTD:
         return bytes(cramjam.zstd.decompress(data))
-    raise InvalidBatch(f"unknown compression codec {codec}", "UNSUPPORTED_COMPRESSION_TYPE")
+    raise InvalidBatch(f"unknown compression codec {codec}", ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
 
 
 def build_batch(

@@ -69,45 +69,26 @@ def _read(archive_path: str, spark: SparkSession) -> DataFrame:
 
 
 def _target_partitions(bootstrap: str, topic: str, create: bool, timeout: float = 30.0) -> int:
-    """Partition count of the target topic; asks the broker to auto-create it when ``create``.
+    """Partition count of the target topic, once every partition is led; asks the broker to auto-create it
+    when ``create`` (what producing would do anyway, where the broker allows it), but before any Spark task
+    starts, so a missing topic is one clear error rather than a timeout inside a task."""
+    from logbroker import _kafka
 
-    The AdminClient's full listing never auto-creates; a producer's metadata request for the one
-    topic does when the broker allows it, which is what producing would do anyway, but here it
-    happens before any Spark task starts so a missing topic is one clear error, not a timeout.
-    """
-    import time
-
-    from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
     try:
-        listed = admin.list_topics(timeout=timeout).topics
-    except Exception as exc:
-        raise ReplayError(f"cannot reach {bootstrap}: {exc}") from exc
-    md = listed.get(topic)
-    if md is not None and md.error is None and md.partitions:
-        return len(md.partitions)
-    if not create:
-        raise ReplayError(f"topic {topic} does not exist on {bootstrap}")
-    producer = Producer({"bootstrap.servers": bootstrap})
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        md = producer.list_topics(topic, timeout=timeout).topics.get(topic)
-        if md is not None and md.error is None and md.partitions:
-            return len(md.partitions)
-        code = md.error.code() if md is not None and md.error is not None else None
-        # LEADER_NOT_AVAILABLE (5) while a broker creates it; UNKNOWN_TOPIC_OR_PART (3) for a few
-        # seconds in a row means it is not creating it.
-        if code not in (3, 5, None):
-            raise ReplayError(f"topic {topic} on {bootstrap}: {md.error.str()}")  # type: ignore[union-attr]
-        if code == 3 and time.monotonic() - started > 3:
-            break
-        time.sleep(0.2)
-    raise ReplayError(
-        f"topic {topic} does not exist on {bootstrap} and the broker did not create it "
-        "(auto.create.topics.enable is off?): create the topic first"
-    )
+        parts = _kafka.ensure_topic({"bootstrap.servers": bootstrap}, topic, create="broker" if create else False,
+                                    timeout=timeout)  # fmt: skip
+    except _kafka.BrokerUnreachable as exc:
+        raise ReplayError(f"cannot reach {bootstrap}: {exc.cause.message if exc.cause else exc}") from None
+    except _kafka.TopicMissing:
+        if not create:
+            raise ReplayError(f"topic {topic} does not exist on {bootstrap}") from None
+        raise ReplayError(
+            f"topic {topic} does not exist on {bootstrap} and the broker did not create it "
+            "(auto.create.topics.enable is off?): create the topic first"
+        ) from None
+    except _kafka.KafkaLayerError as exc:
+        raise ReplayError(f"topic {topic} on {bootstrap}: {exc}") from None
+    return len(parts)
 
 
 def replay(

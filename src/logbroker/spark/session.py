@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from logbroker.peers import default_jar_dir, java_available
+from logbroker.jars import default_jar_dir, java_available
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -171,7 +171,7 @@ class PartitionLog:
                 dup = d
         return dup
 
-    def append(self, buf: bytearray, headers: list[BatchHeader]) -> tuple[int, int]:
+    def append(self, buf: bytearray | memoryview, headers: list[BatchHeader]) -> tuple[int, int]:
         """Assign offsets, write the batches; returns (base offset, last offset).
 
         The data reaches the page cache here; durability comes from the broker's fsync policy.
@@ -208,7 +208,7 @@ class PartitionLog:
         i = bisect.bisect_right([s.base_offset for s in self.segments], offset) - 1
         return max(i, 0)
 
-    def read(self, offset: int, max_bytes: int, first_whole: bool = True) -> bytes:
+    def read(self, offset: int, max_bytes: int, first_whole: bool = True) -> bytes | memoryview:
         """Whole batches starting with the one that holds `offset`."""
         if offset < self.log_start_offset or offset > self.next_offset:
             raise OffsetOutOfRange(
@@ -239,13 +239,19 @@ class PartitionLog:
         return None
 
     def max_timestamp(self) -> tuple[int, int]:
-        """(offset, timestamp) of the record with the largest timestamp (ListOffsets MAX_TIMESTAMP)."""
-        best = (-1, -1)
-        for seg in self.segments:
-            for h in seg.iter_headers():
-                if h.max_timestamp > best[1]:
-                    best = (h.last_offset, h.max_timestamp)
-        return best
+        """(offset, timestamp) of the first record carrying the largest timestamp (ListOffsets
+        MAX_TIMESTAMP, as Kafka 4): the segment and batch come from the time index, and only that one
+        batch is decoded. (-1, -1) on an empty log."""
+        seg = max(self.segments, key=lambda s: s.max_timestamp)  # the first of equal maxima, as Kafka
+        if seg.max_timestamp < 0:
+            return -1, -1
+        raw = seg.batch_at(seg.base_offset + seg.max_timestamp_rel)
+        if raw:
+            _hdr, records = decode_batch(raw, verify_crc=False)
+            for r in records:
+                if r.timestamp == seg.max_timestamp:
+                    return r.offset, r.timestamp
+        return -1, -1
 
     # ------------------------------------------------------------------ deletion and retention
 

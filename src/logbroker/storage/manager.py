@@ -12,6 +12,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from logbroker.protocol.errors import ErrorCode as E
+
 from .log import LogConfig, PartitionLog, _write_atomic
 
 log = logging.getLogger(__name__)
@@ -41,18 +43,20 @@ PASSIVE_TOPIC_CONFIGS = {
 
 
 class TopicError(Exception):
-    def __init__(self, error: str, message: str) -> None:
+    """A topic operation refused with Kafka's error code `error`."""
+
+    def __init__(self, error: E, message: str) -> None:
         super().__init__(message)
         self.error = error
 
 
 def validate_topic_name(name: str) -> None:
     if not name or name in (".", ".."):
-        raise TopicError("INVALID_TOPIC_EXCEPTION", f"topic name {name!r} is not allowed")
+        raise TopicError(E.INVALID_TOPIC_EXCEPTION, f"topic name {name!r} is not allowed")
     if len(name) > MAX_TOPIC_NAME:
-        raise TopicError("INVALID_TOPIC_EXCEPTION", f"topic name longer than {MAX_TOPIC_NAME} characters")
+        raise TopicError(E.INVALID_TOPIC_EXCEPTION, f"topic name longer than {MAX_TOPIC_NAME} characters")
     if not LEGAL_TOPIC.match(name):
-        raise TopicError("INVALID_TOPIC_EXCEPTION", f"topic name {name!r} has characters other than [a-zA-Z0-9._-]")
+        raise TopicError(E.INVALID_TOPIC_EXCEPTION, f"topic name {name!r} has characters other than [a-zA-Z0-9._-]")
 
 
 @dataclass
@@ -81,17 +85,17 @@ def parse_topic_configs(configs: dict[str, str | None], defaults: LogConfig) -> 
             try:
                 values[TOPIC_CONFIG_KEYS[key]] = int(val) if val is not None else values[TOPIC_CONFIG_KEYS[key]]
             except ValueError:
-                raise TopicError("INVALID_CONFIG", f"config {key}={val!r} is not an integer") from None
+                raise TopicError(E.INVALID_CONFIG, f"config {key}={val!r} is not an integer") from None
         elif key == "message.timestamp.type":
             if val not in ("CreateTime", "LogAppendTime"):
                 raise TopicError(
-                    "INVALID_CONFIG", f"message.timestamp.type must be CreateTime or LogAppendTime, not {val!r}"
+                    E.INVALID_CONFIG, f"message.timestamp.type must be CreateTime or LogAppendTime, not {val!r}"
                 )
             values["log_append_time"] = val == "LogAppendTime"
         elif key not in PASSIVE_TOPIC_CONFIGS:
-            raise TopicError("INVALID_CONFIG", f"unknown topic config {key!r}")
+            raise TopicError(E.INVALID_CONFIG, f"unknown topic config {key!r}")
     if key_bad := next((k for k in ("segment_bytes", "index_interval_bytes") if values[k] < 14), None):
-        raise TopicError("INVALID_CONFIG", f"{key_bad.replace('_', '.')} is too small")
+        raise TopicError(E.INVALID_CONFIG, f"{key_bad.replace('_', '.')} is too small")
     return LogConfig(**values)
 
 
@@ -112,6 +116,7 @@ class LogManager:
         marker = self.data_dir / CLEAN_MARKER
         self.clean_start = fresh or marker.exists()
         self.topics: dict[str, TopicMeta] = {}
+        self._by_id: dict[str, TopicMeta] = {}  # topic id (KIP-516) -> topic, kept with `topics`
         self.logs: dict[tuple[str, int], PartitionLog] = {}
         self._meta_dir = self.data_dir / TOPICS_DIR
         self._meta_dir.mkdir(exist_ok=True)
@@ -127,6 +132,7 @@ class LogManager:
                 log.error("ignoring unreadable topic metadata %s: %s", p, exc)
                 continue
             self.topics[meta.name] = meta
+            self._by_id[meta.topic_id] = meta
             cfg = parse_topic_configs(meta.configs, self.defaults)
             for i in range(meta.partitions):
                 self.logs[(meta.name, i)] = PartitionLog(self._part_dir(meta.name, i), cfg, self.clean_start)
@@ -146,9 +152,9 @@ class LogManager:
     ) -> TopicMeta:
         validate_topic_name(name)
         if name in self.topics:
-            raise TopicError("TOPIC_ALREADY_EXISTS", f"topic {name!r} already exists")
+            raise TopicError(E.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
         if partitions <= 0:
-            raise TopicError("INVALID_PARTITIONS", f"number of partitions must be positive, got {partitions}")
+            raise TopicError(E.INVALID_PARTITIONS, f"number of partitions must be positive, got {partitions}")
         clean = {k: v for k, v in (configs or {}).items() if v is not None}
         cfg = parse_topic_configs(clean, self.defaults)
         meta = TopicMeta(name, partitions, configs=clean, internal=internal)
@@ -156,15 +162,16 @@ class LogManager:
             self.logs[(name, i)] = PartitionLog(self._part_dir(name, i), cfg, clean_shutdown=True)
         self._save_meta(meta)
         self.topics[name] = meta
+        self._by_id[meta.topic_id] = meta
         return meta
 
     def create_partitions(self, name: str, count: int) -> None:
         meta = self.topics.get(name)
         if meta is None:
-            raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+            raise TopicError(E.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         if count <= meta.partitions:
             raise TopicError(
-                "INVALID_PARTITIONS", f"topic {name!r} has {meta.partitions} partitions; new count must be larger"
+                E.INVALID_PARTITIONS, f"topic {name!r} has {meta.partitions} partitions; new count must be larger"
             )
         cfg = parse_topic_configs(meta.configs, self.defaults)
         for i in range(meta.partitions, count):
@@ -175,7 +182,8 @@ class LogManager:
     def delete_topic(self, name: str) -> TopicMeta:
         meta = self.topics.pop(name, None)
         if meta is None:
-            raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+            raise TopicError(E.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        self._by_id.pop(meta.topic_id, None)
         (self._meta_dir / f"{name}.json").unlink(missing_ok=True)
         for i in range(meta.partitions):
             plog = self.logs.pop((name, i), None)
@@ -187,6 +195,9 @@ class LogManager:
                 os.replace(d, tomb)
                 shutil.rmtree(tomb, ignore_errors=True)
         return meta
+
+    def topic_by_id(self, topic_id: str) -> TopicMeta | None:
+        return self._by_id.get(topic_id)
 
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get((topic, partition))

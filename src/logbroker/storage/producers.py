@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from logbroker.protocol.errors import ErrorCode as E
 from logbroker.protocol.records import BatchHeader
 
 MAX_BATCHES_PER_PRODUCER = 5
@@ -35,7 +36,9 @@ class ProducerEntry:
 
 
 class SequenceError(Exception):
-    def __init__(self, error: str, message: str) -> None:
+    """An idempotent batch refused with Kafka's error code `error`."""
+
+    def __init__(self, error: E, message: str) -> None:
         super().__init__(message)
         self.error = error
 
@@ -54,18 +57,18 @@ class ProducerStateTable:
         if entry is None:
             if h.base_sequence != 0:
                 raise SequenceError(
-                    "OUT_OF_ORDER_SEQUENCE_NUMBER",
+                    E.OUT_OF_ORDER_SEQUENCE_NUMBER,
                     f"producer {pid} is unknown here and starts at sequence {h.base_sequence}, not 0",
                 )
             return None
         if h.producer_epoch < entry.epoch:
             raise SequenceError(
-                "INVALID_PRODUCER_EPOCH", f"producer {pid} epoch {h.producer_epoch} is older than {entry.epoch}"
+                E.INVALID_PRODUCER_EPOCH, f"producer {pid} epoch {h.producer_epoch} is older than {entry.epoch}"
             )
         if h.producer_epoch > entry.epoch:
             if h.base_sequence != 0:
                 raise SequenceError(
-                    "OUT_OF_ORDER_SEQUENCE_NUMBER",
+                    E.OUT_OF_ORDER_SEQUENCE_NUMBER,
                     f"producer {pid} new epoch {h.producer_epoch} must start at sequence 0",
                 )
             return None
@@ -75,7 +78,7 @@ class ProducerStateTable:
         expected = (entry.last_seq + 1) % _SEQ_MOD
         if h.base_sequence != expected:
             raise SequenceError(
-                "OUT_OF_ORDER_SEQUENCE_NUMBER",
+                E.OUT_OF_ORDER_SEQUENCE_NUMBER,
                 f"producer {pid} sent sequence {h.base_sequence}, expected {expected}",
             )
         return None

@@ -19,7 +19,7 @@ from logbroker.protocol.records import (
 )
 
 _OFFSET_ENTRY = struct.Struct(">ii")  # relative offset, file position
-_TIME_ENTRY = struct.Struct(">qi")  # max timestamp so far, relative offset
+_TIME_ENTRY = struct.Struct(">qi")  # max timestamp so far, relative base offset of the batch holding it
 _I32 = struct.Struct(">i")
 
 
@@ -47,6 +47,7 @@ class Segment:
         self.time_stamps: list[int] = []
         self.time_offsets: list[int] = []
         self.max_timestamp = -1
+        self.max_timestamp_rel = -1  # relative base offset of the first batch carrying max_timestamp
         self.next_offset = base_offset
         self._bytes_since_index = 0
         self._index_fd: int | None = None
@@ -90,10 +91,10 @@ class Segment:
         # Recover next offset and max timestamp by walking headers after the last index entry.
         start = poss[-1] if poss else 0
         self.next_offset = self.base_offset
-        self.max_timestamp = ts[-1] if ts else -1
+        self.max_timestamp, self.max_timestamp_rel = (ts[-1], tos[-1]) if ts else (-1, -1)
         for h in self.iter_headers(start):
             self.next_offset = h.next_offset
-            self.max_timestamp = max(self.max_timestamp, h.max_timestamp)
+            self._track_max(h)
         self._bytes_since_index = self.size - start if poss else self.size
         self._open_index_files(truncate=False)
         return True
@@ -104,7 +105,7 @@ class Segment:
         Returns the number of bytes truncated.
         """
         self.idx_offsets, self.idx_positions, self.time_stamps, self.time_offsets = [], [], [], []
-        self.max_timestamp = -1
+        self.max_timestamp = self.max_timestamp_rel = -1
         self.next_offset = self.base_offset
         self._bytes_since_index = 0
         self._open_index_files(truncate=True)
@@ -143,23 +144,32 @@ class Segment:
         self.sync_indexes()
         return truncated
 
+    def _track_max(self, h: BatchHeader) -> None:
+        if h.max_timestamp > self.max_timestamp:
+            self.max_timestamp = h.max_timestamp
+            self.max_timestamp_rel = h.base_offset - self.base_offset
+
     def _index_batch(self, h: BatchHeader, size: int) -> None:
-        """Add index entries for a batch just appended (or replayed) at `h.position`."""
+        """Add index entries for a batch just appended (or replayed) at `h.position`.
+
+        As in Kafka, each time-index entry is (max timestamp so far, the batch that carries it), written
+        at offset-index points: so the newest entry plus the batches after the last index point give
+        the segment's max timestamp and where it is, without reading the segment.
+        """
         rel = h.base_offset - self.base_offset
+        self._track_max(h)
         if not self.idx_positions or self._bytes_since_index >= self.index_interval:
             self.idx_offsets.append(rel)
             self.idx_positions.append(h.position)
             assert self._index_fd is not None
             os.write(self._index_fd, _OFFSET_ENTRY.pack(rel, h.position))
-            if h.max_timestamp > self.max_timestamp:
-                self.time_stamps.append(h.max_timestamp)
-                self.time_offsets.append(rel)
+            if self.max_timestamp > (self.time_stamps[-1] if self.time_stamps else -1):
+                self.time_stamps.append(self.max_timestamp)
+                self.time_offsets.append(self.max_timestamp_rel)
                 assert self._time_fd is not None
-                os.write(self._time_fd, _TIME_ENTRY.pack(h.max_timestamp, rel))
+                os.write(self._time_fd, _TIME_ENTRY.pack(self.max_timestamp, self.max_timestamp_rel))
             self._bytes_since_index = 0
         self._bytes_since_index += size
-        if h.max_timestamp > self.max_timestamp:
-            self.max_timestamp = h.max_timestamp
         self.next_offset = h.next_offset
 
     def sync_indexes(self) -> None:
@@ -169,7 +179,7 @@ class Segment:
 
     # ------------------------------------------------------------------ append / read
 
-    def append(self, data: bytes | bytearray, headers: list[BatchHeader]) -> None:
+    def append(self, data: bytes | bytearray | memoryview, headers: list[BatchHeader]) -> None:
         start = self.size
         n = os.write(self.fd, data)
         if n != len(data):  # a short write on a regular file means the disk is full
@@ -210,7 +220,7 @@ class Segment:
                 return h.position, h
         return self.size, None
 
-    def read(self, position: int, max_bytes: int, first_whole: bool) -> bytes:
+    def read(self, position: int, max_bytes: int, first_whole: bool) -> bytes | memoryview:
         """Whole batches from `position`, up to `max_bytes`; the first batch is returned whole when
         `first_whole` (KIP-74: a consumer always makes progress)."""
         if position >= self.size:
@@ -228,7 +238,12 @@ class Segment:
             if end + size > max_bytes and not (end == 0 and first_whole):
                 break
             end += size
-        return data[:end] if end != n else data
+        return memoryview(data)[:end] if end != n else data  # a view: the tail is dropped without a copy
+
+    def batch_at(self, offset: int) -> bytes:
+        """The whole stored batch that holds `offset` (empty when there is none)."""
+        pos, h = self.position_of(offset)
+        return b"" if h is None else os.pread(self.fd, h.batch_length + LOG_OVERHEAD, pos)
 
     def offset_for_time(self, timestamp: int) -> int:
         """Position to start scanning for the first batch whose max timestamp is >= `timestamp`."""

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from logbroker._kafka import KafkaSettings
 from logbroker.streams.errors import StreamsConfigError
 
 
@@ -49,6 +50,10 @@ class StreamsConfig(BaseModel):
             if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
                 raise ValueError(f"expected host:port[,host:port...], got {part.strip()!r}")
         return value
+
+    def kafka_settings(self) -> KafkaSettings:
+        """The shared layer's connection settings (SASL/TLS details go through ``producer``/``consumer``)."""
+        return KafkaSettings(self.bootstrap, self.security_protocol)
 
     @classmethod
     def load(cls, data: Mapping[str, Any] | StreamsConfig | None = None, **overrides: Any) -> StreamsConfig:

@@ -4,6 +4,7 @@ Each membership or subscription change bumps the group epoch; the target assignm
 (uniform or range assignor) and every member is moved towards its target without two members ever
 owning a partition at once: partitions a member must give up are revoked first (its epoch stays),
 and a partition is handed to its new owner only once the old owner has reported it released.
+The coordinator owns the group table and persistence; this module gets a group already routed here.
 """
 
 from __future__ import annotations
@@ -11,139 +12,14 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Mapping
 
 from logbroker.protocol.errors import ErrorCode as E
 
-from .coordinator import Committed, GroupState
+from .model import ConsumerGroup, ConsumerHeartbeat, ConsumerMember, HeartbeatResult, TopicMap, now_ms
 
-TopicMap = dict[str, set[int]]  # topic id (str) -> partitions
 ASSIGNORS = ("uniform", "range")
-
-
-@dataclass
-class ConsumerMember:
-    member_id: str
-    instance_id: str | None
-    rack_id: str | None
-    client_id: str
-    client_host: str
-    rebalance_timeout_ms: int
-    subscribed: list[str] = field(default_factory=list)
-    regex: str | None = None
-    assignor: str | None = None
-    epoch: int = 0
-    previous_epoch: int = -1
-    assigned: TopicMap = field(default_factory=dict)  # what this member was last told it owns
-    reported: TopicMap | None = None  # what it last said it owns
-    deadline: float = 0.0
-    revoking_since: float | None = None
-    sent: TopicMap | None = None  # the assignment in the last response
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.member_id,
-            "instance": self.instance_id,
-            "rack": self.rack_id,
-            "client": self.client_id,
-            "host": self.client_host,
-            "rebalance": self.rebalance_timeout_ms,
-            "topics": self.subscribed,
-            "regex": self.regex,
-            "assignor": self.assignor,
-            "epoch": self.epoch,
-            "assigned": {t: sorted(p) for t, p in self.assigned.items()},
-        }
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> ConsumerMember:
-        m = cls(
-            d["id"],
-            d["instance"],
-            d["rack"],
-            d["client"],
-            d["host"],
-            d["rebalance"],
-            d["topics"],
-            d["regex"],
-            d["assignor"],
-            d["epoch"],
-        )
-        m.assigned = {t: set(p) for t, p in d["assigned"].items()}
-        m.reported = {t: set(p) for t, p in m.assigned.items()}
-        return m
-
-
-@dataclass
-class HeartbeatResult:
-    error: E
-    member_id: str | None = None
-    epoch: int = -1
-    assignment: TopicMap | None = None
-    message: str | None = None
-
-
-@dataclass
-class ConsumerGroup:
-    group_id: str
-    epoch: int = 0
-    assignment_epoch: int = 0
-    assignor: str = "uniform"
-    members: dict[str, ConsumerMember] = field(default_factory=dict)
-    target: dict[str, TopicMap] = field(default_factory=dict)
-    offsets: dict[tuple[str, int], Committed] = field(default_factory=dict)
-    metadata_signature: tuple[Any, ...] = ()
-    empty_since_ms: int = 0
-    protocol_type: str = "consumer"
-    protocol: str | None = None
-
-    @property
-    def group_type(self) -> str:
-        return "consumer"
-
-    @property
-    def state(self) -> GroupState:
-        if not self.members:
-            return GroupState.EMPTY
-        if self.assignment_epoch < self.epoch:
-            return GroupState.PREPARING  # "Assigning"
-        if any(m.epoch != self.assignment_epoch for m in self.members.values()):
-            return GroupState.COMPLETING  # "Reconciling"
-        return GroupState.STABLE
-
-    def subscribed_topics(self) -> set[str]:
-        return {t for m in self.members.values() for t in m.subscribed}
-
-    @property
-    def state_name(self) -> str:
-        return {
-            GroupState.EMPTY: "Empty",
-            GroupState.PREPARING: "Assigning",
-            GroupState.COMPLETING: "Reconciling",
-            GroupState.STABLE: "Stable",
-        }.get(self.state, "Dead")
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "type": "consumer",
-            "epoch": self.epoch,
-            "assignment_epoch": self.assignment_epoch,
-            "assignor": self.assignor,
-            "empty_since": self.empty_since_ms,
-            "members": [m.to_json() for m in self.members.values()],
-            "target": {mid: {t: sorted(p) for t, p in tm.items()} for mid, tm in self.target.items()},
-        }
-
-    @classmethod
-    def from_json(cls, gid: str, d: dict[str, Any]) -> ConsumerGroup:
-        g = cls(gid, d["epoch"], d["assignment_epoch"], d["assignor"], empty_since_ms=d.get("empty_since", 0))
-        for md in d["members"]:
-            m = ConsumerMember.from_json(md)
-            g.members[m.member_id] = m
-        g.target = {mid: {t: set(p) for t, p in tm.items()} for mid, tm in d["target"].items()}
-        return g
+TopicTable = Mapping[str, tuple[str, int]]  # topic name -> (topic id, partition count); internal topics left out
 
 
 def _copy(tm: TopicMap) -> TopicMap:
@@ -166,7 +42,7 @@ def _union(a: TopicMap, b: TopicMap) -> TopicMap:
 
 
 def assign(
-    assignor: str, members: dict[str, ConsumerMember], topics: dict[str, tuple[str, int]], previous: dict[str, TopicMap]
+    assignor: str, members: dict[str, ConsumerMember], topics: TopicTable, previous: dict[str, TopicMap]
 ) -> dict[str, TopicMap]:
     """Target assignment: `topics` maps subscribed topic names to (topic id, partition count)."""
     subs: dict[str, list[str]] = {}  # topic name -> member ids subscribed
@@ -216,28 +92,31 @@ def assign(
 
 
 class ConsumerGroups:
-    """KIP-848 logic over the coordinator's group table; `topics()` gives name -> (id, partitions)."""
+    """KIP-848 transitions; `topics()` gives the current topic table (read on every heartbeat)."""
 
     def __init__(
         self,
-        topics: Callable[[], dict[str, tuple[str, int]]],
+        topics: Callable[[], TopicTable],
         session_timeout_ms: int = 45_000,
         heartbeat_interval_ms: int = 5_000,
+        max_group_size: int = 1000,
     ) -> None:
         self.topics = topics
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.max_group_size = max_group_size
 
-    def heartbeat(self, g: ConsumerGroup, req: Any, client_id: str, client_host: str) -> tuple[HeartbeatResult, bool]:
+    def heartbeat(self, g: ConsumerGroup, req: ConsumerHeartbeat) -> tuple[HeartbeatResult, bool]:
         """Returns the result and whether the group's durable state changed."""
         now = time.monotonic()
         epoch = req.member_epoch
         changed = False
+        if epoch == 0 and req.member_id not in g.members and len(g.members) >= self.max_group_size:
+            return HeartbeatResult(E.GROUP_MAX_SIZE_REACHED), False
         if req.server_assignor is not None and req.server_assignor not in ASSIGNORS:
             return HeartbeatResult(E.UNSUPPORTED_ASSIGNOR, message=f"assignors: {', '.join(ASSIGNORS)}"), False
-        regex = getattr(req, "subscribed_topic_regex", None)
-        regex_given = regex is not None
-        regex = regex or None  # clients send "" for "no regex"
+        regex_given = req.subscribed_topic_regex is not None
+        regex = req.subscribed_topic_regex or None  # clients send "" for "no regex"
         if regex is not None:
             try:
                 re.compile(regex)
@@ -267,8 +146,8 @@ class ConsumerGroups:
                     mid,
                     req.instance_id,
                     req.rack_id,
-                    client_id,
-                    client_host,
+                    req.client_id,
+                    req.client_host,
                     req.rebalance_timeout_ms if req.rebalance_timeout_ms > 0 else 300_000,
                 )
                 g.members[mid] = m
@@ -301,8 +180,8 @@ class ConsumerGroups:
             m.assignor = req.server_assignor
             g.epoch += 1
             changed = True
-        if req.topic_partitions is not None:
-            m.reported = {str(tp.topic_id): set(tp.partitions) for tp in req.topic_partitions if tp.partitions}
+        if req.owned is not None:
+            m.reported = _copy(req.owned)
         if req.rebalance_timeout_ms > 0:
             m.rebalance_timeout_ms = req.rebalance_timeout_ms
         changed |= self._refresh_target(g)
@@ -370,7 +249,7 @@ class ConsumerGroups:
         g.target.pop(m.member_id, None)
         g.epoch += 1
         if not g.members:
-            g.empty_since_ms = int(time.time() * 1000)
+            g.empty_since_ms = now_ms()
 
     def expire(self, g: ConsumerGroup, now: float) -> bool:
         gone = [m for m in g.members.values() if m.deadline and m.deadline < now]
@@ -378,10 +257,8 @@ class ConsumerGroups:
             self.remove(g, m)
         return bool(gone)
 
-    def check_commit(self, g: ConsumerGroup, member_id: str, epoch: int) -> E:
-        m = g.members.get(member_id)
-        if m is None:
-            return E.UNKNOWN_MEMBER_ID
-        if epoch != m.epoch:
-            return E.STALE_MEMBER_EPOCH
-        return E.NONE
+    def resume(self, g: ConsumerGroup) -> None:
+        """Members restored from the log get a full session to heartbeat again."""
+        deadline = time.monotonic() + self.session_timeout_ms / 1000
+        for m in g.members.values():
+            m.deadline = deadline

@@ -24,6 +24,17 @@ log = logging.getLogger(__name__)
 STORE_DIR = "__groups"
 COMPACT_MIN_RECORDS = 1000
 
+Key = tuple[Any, ...]
+Record = tuple[Key, Any]  # (key, JSON value); a None value deletes the key
+
+
+def offset_key(group_id: str, topic: str, partition: int) -> Key:
+    return ("o", group_id, topic, partition)
+
+
+def group_key(group_id: str) -> Key:
+    return ("g", group_id)
+
 
 class GroupStore:
     def __init__(self, data_dir: Path, clean_shutdown: bool, segment_bytes: int = 64 << 20) -> None:
@@ -38,9 +49,9 @@ class GroupStore:
         self.log = PartitionLog(self.dir, self.config, clean_shutdown)
         self.records_in_log = 0
 
-    def load(self) -> dict[tuple[Any, ...], Any]:
+    def load(self) -> dict[Key, Any]:
         """Replay the log: the live value of every key (deleted keys are absent)."""
-        live: dict[tuple[Any, ...], Any] = {}
+        live: dict[Key, Any] = {}
         offset = self.log.log_start_offset
         count = 0
         while offset < self.log.next_offset:
@@ -62,7 +73,7 @@ class GroupStore:
             self._rewrite(live)
         return live
 
-    def _rewrite(self, live: dict[tuple[Any, ...], Any]) -> None:
+    def _rewrite(self, live: dict[Key, Any]) -> None:
         tmp = self.dir.with_name(STORE_DIR + ".compact")
         shutil.rmtree(tmp, ignore_errors=True)
         fresh = PartitionLog(tmp, self.config, True)
@@ -82,14 +93,14 @@ class GroupStore:
         self.records_in_log = len(live)
 
     @staticmethod
-    def _append_to(plog: PartitionLog, items: list[tuple[tuple[Any, ...], Any]]) -> None:
+    def _append_to(plog: PartitionLog, items: list[Record]) -> None:
         recs = [
             NewRecord(json.dumps(list(k)).encode(), None if v is None else json.dumps(v).encode()) for k, v in items
         ]
         buf = bytearray(build_batch(recs))
         plog.append(buf, validate_produce(buf, 1 << 30))
 
-    def append(self, items: list[tuple[tuple[Any, ...], Any]]) -> PartitionLog:
+    def append(self, items: list[Record]) -> PartitionLog:
         """Write records (value None deletes the key); the caller awaits the fsync policy."""
         if items:
             self._append_to(self.log, items)

@@ -1,64 +1,27 @@
-"""One module per Kafka API; each exposes `handle(broker, request)` returning a response object,
-an awaitable of one, or NO_RESPONSE."""
+"""One module per Kafka API. Each declares what it serves with `@handles(ApiKey.X, min, max)` on a
+function `(ctx: BrokerContext, request) -> response | awaitable | NoResponse`; `registry()` imports every
+module here, so a new API is one new file. Modules whose name starts with `_` are helpers, not APIs."""
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+import pkgutil
+from collections.abc import Mapping
+from types import MappingProxyType
 
-from . import (
-    api_versions,
-    consumer_group_describe,
-    consumer_group_heartbeat,
-    create_partitions,
-    create_topics,
-    delete_groups,
-    delete_records,
-    delete_topics,
-    describe_cluster,
-    describe_configs,
-    describe_groups,
-    fetch,
-    find_coordinator,
-    heartbeat,
-    init_producer_id,
-    join_group,
-    leave_group,
-    list_groups,
-    list_offsets,
-    metadata,
-    offset_commit,
-    offset_delete,
-    offset_fetch,
-    offset_for_leader_epoch,
-    produce,
-    sync_group,
-)
+from logbroker.protocol import ApiSpec
 
-HANDLERS: dict[int, Any] = {
-    0: produce.handle,
-    1: fetch.handle,
-    2: list_offsets.handle,
-    3: metadata.handle,
-    8: offset_commit.handle,
-    9: offset_fetch.handle,
-    10: find_coordinator.handle,
-    11: join_group.handle,
-    12: heartbeat.handle,
-    13: leave_group.handle,
-    14: sync_group.handle,
-    15: describe_groups.handle,
-    16: list_groups.handle,
-    42: delete_groups.handle,
-    47: offset_delete.handle,
-    68: consumer_group_heartbeat.handle,
-    69: consumer_group_describe.handle,
-    18: api_versions.handle,
-    19: create_topics.handle,
-    20: delete_topics.handle,
-    21: delete_records.handle,
-    22: init_producer_id.handle,
-    23: offset_for_leader_epoch.handle,
-    32: describe_configs.handle,
-    37: create_partitions.handle,
-    60: describe_cluster.handle,
-}
+from ..dispatch import Handler, registered
+
+
+def registry() -> Mapping[int, Handler]:
+    """Every handler of this package, by API key."""
+    for info in pkgutil.iter_modules(__path__):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{info.name}")
+    return registered()
+
+
+def served_apis() -> Mapping[int, ApiSpec]:
+    """The version table this broker advertises in ApiVersions and accepts requests in."""
+    return MappingProxyType({key: h.spec for key, h in sorted(registry().items())})

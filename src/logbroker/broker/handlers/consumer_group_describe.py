@@ -3,32 +3,33 @@
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
 
-from logbroker.protocol.connection import Request
-from logbroker.protocol.errors import ErrorCode as E
-from logbroker.protocol.kip848 import ConsumerGroupDescribeResponse
+from logbroker.protocol import ApiKey, Request, api
+from logbroker.protocol import ErrorCode as E
 
-if TYPE_CHECKING:
-    from logbroker.broker.server import Broker
+from ..context import BrokerContext
+from ..dispatch import handles
 
-R = ConsumerGroupDescribeResponse
+API = api(ApiKey.ConsumerGroupDescribe)
+R = API.response
 DG = R.DescribedGroup
 M = DG.Member
 
 
-def _parts(broker: Broker, tm: dict[str, set[int]], cls: type) -> list:
-    assert broker.logs is not None
-    names = {meta.topic_id: name for name, meta in broker.logs.topics.items()}
-    return [
-        cls(topic_id=uuid.UUID(t), topic_name=names.get(t, ""), partitions=sorted(p)) for t, p in sorted(tm.items())
-    ]
+def _parts(ctx: BrokerContext, tm: dict[str, set[int]], cls: type) -> list:
+    return [cls(topic_id=uuid.UUID(t), topic_name=_name(ctx, t), partitions=sorted(p)) for t, p in sorted(tm.items())]
 
 
-def handle(broker: Broker, req: Request) -> R:
+def _name(ctx: BrokerContext, topic_id: str) -> str:
+    meta = ctx.topic_by_id(topic_id)
+    return meta.name if meta is not None else ""
+
+
+@handles(ApiKey.ConsumerGroupDescribe, 0, 0)
+def handle(ctx: BrokerContext, req: Request) -> R:
     out = []
     for gid in req.body.group_ids:
-        g = broker.groups.groups.get(gid)
+        g = ctx.groups.group(gid)
         if g is None or g.group_type != "consumer":
             err = E.GROUP_ID_NOT_FOUND
             msg = f"group {gid} does not exist" if g is None else f"group {gid} is not a consumer group"
@@ -55,10 +56,10 @@ def handle(broker: Broker, req: Request) -> R:
                 client_host=m.client_host,
                 subscribed_topic_names=list(m.subscribed),
                 subscribed_topic_regex=m.regex,
-                assignment=M.Assignment(topic_partitions=_parts(broker, m.assigned, M.Assignment.TopicPartitions)),
+                assignment=M.Assignment(topic_partitions=_parts(ctx, m.assigned, M.Assignment.TopicPartitions)),
                 target_assignment=M.TargetAssignment(
                     topic_partitions=_parts(
-                        broker, g.target.get(m.member_id, {}), M.TargetAssignment.TargetTopicPartitions
+                        ctx, g.target.get(m.member_id, {}), M.TargetAssignment.TargetTopicPartitions
                     )
                 ),
             )

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
 
-from logbroker.protocol.connection import Request
-from logbroker.protocol.kip848 import ConsumerGroupHeartbeatResponse
+from logbroker.protocol import ApiKey, Request, api
 
-if TYPE_CHECKING:
-    from logbroker.broker.server import Broker
+from ..context import BrokerContext
+from ..dispatch import handles
 
-R = ConsumerGroupHeartbeatResponse
+API = api(ApiKey.ConsumerGroupHeartbeat)
+R = API.response
 A = R.Assignment
 
 
-async def handle(broker: Broker, req: Request) -> R:
-    res = await broker.groups.consumer_heartbeat(req.body, req.header.client_id or "", req.client_host)
+@handles(ApiKey.ConsumerGroupHeartbeat, 0, 1)
+async def handle(ctx: BrokerContext, req: Request) -> R:
+    res = await ctx.groups.consumer_heartbeat(req.body, req.header.client_id or "", req.client_host)
     assignment = None
     if res.assignment is not None:
         assignment = A(
@@ -31,6 +31,6 @@ async def handle(broker: Broker, req: Request) -> R:
         error_message=res.message,
         member_id=res.member_id,
         member_epoch=res.epoch,
-        heartbeat_interval_ms=broker.groups.consumer.heartbeat_interval_ms,
+        heartbeat_interval_ms=ctx.groups.consumer.heartbeat_interval_ms,
         assignment=assignment,
     )

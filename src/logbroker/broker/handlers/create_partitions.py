@@ -2,45 +2,41 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from kafka.protocol.admin import CreatePartitionsResponse
-
-from logbroker.protocol.connection import Request
+from logbroker.protocol import ApiKey, Request, api
+from logbroker.protocol import ErrorCode as E
 from logbroker.storage.manager import TopicError
 
-from .common import code
+from ..context import BrokerContext
+from ..dispatch import handles
 
-if TYPE_CHECKING:
-    from logbroker.broker.server import Broker
-
-R = CreatePartitionsResponse
+API = api(ApiKey.CreatePartitions)
+R = API.response
 TR = R.CreatePartitionsTopicResult
 
 
-def handle(broker: Broker, req: Request) -> R:
-    assert broker.logs is not None
+@handles(ApiKey.CreatePartitions, 0, 3)
+def handle(ctx: BrokerContext, req: Request) -> R:
     results = []
     for t in req.body.topics:
         try:
-            meta = broker.logs.topics.get(t.name)
+            meta = ctx.topic(t.name)
             if meta is None:
-                raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {t.name!r} does not exist")
+                raise TopicError(E.UNKNOWN_TOPIC_OR_PARTITION, f"topic {t.name!r} does not exist")
             if t.count <= meta.partitions:
                 raise TopicError(
-                    "INVALID_PARTITIONS",
+                    E.INVALID_PARTITIONS,
                     f"Topic currently has {meta.partitions} partitions, which is higher than or "
                     f"equal to the requested {t.count}.",
                 )
             for a in t.assignments or []:
-                if list(a.broker_ids) != [broker.node_id]:
+                if list(a.broker_ids) != [ctx.node_id]:
                     raise TopicError(
-                        "INVALID_REPLICA_ASSIGNMENT",
-                        f"assignment {list(a.broker_ids)} names brokers other than {broker.node_id}",
+                        E.INVALID_REPLICA_ASSIGNMENT,
+                        f"assignment {list(a.broker_ids)} names brokers other than {ctx.node_id}",
                     )
             if not req.body.validate_only:
-                broker.logs.create_partitions(t.name, t.count)
+                ctx.create_partitions(t.name, t.count)
             results.append(TR(name=t.name, error_code=0, error_message=None))
         except TopicError as exc:
-            results.append(TR(name=t.name, error_code=code(exc.error), error_message=str(exc)))
+            results.append(TR(name=t.name, error_code=exc.error, error_message=str(exc)))
     return R(throttle_time_ms=0, results=results)

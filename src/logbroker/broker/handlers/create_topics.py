@@ -3,63 +3,60 @@
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
 
-from kafka.protocol.admin import CreateTopicsResponse
-
-from logbroker.protocol.connection import Request
+from logbroker.protocol import ApiKey, Request, api
+from logbroker.protocol import ErrorCode as E
 from logbroker.storage.manager import TopicError, parse_topic_configs, validate_topic_name
 
-from .common import code
+from ..context import BrokerContext
+from ..dispatch import handles
 from .describe_configs import topic_config_entries
 
-if TYPE_CHECKING:
-    from logbroker.broker.server import Broker
-
-R = CreateTopicsResponse
+API = api(ApiKey.CreateTopics)
+R = API.response
 TR = R.CreatableTopicResult
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def handle(broker: Broker, req: Request) -> R:
-    assert broker.logs is not None
+@handles(ApiKey.CreateTopics, 2, 7)
+def handle(ctx: BrokerContext, req: Request) -> R:
     results = []
     seen: set[str] = set()
     for t in req.body.topics:
         try:
             if t.name in seen:
-                raise TopicError("INVALID_REQUEST", f"topic {t.name!r} appears twice in the request")
+                raise TopicError(E.INVALID_REQUEST, f"topic {t.name!r} appears twice in the request")
             seen.add(t.name)
             validate_topic_name(t.name)
             partitions = t.num_partitions
             if t.assignments:
                 if partitions != -1 or t.replication_factor != -1:
-                    raise TopicError("INVALID_REQUEST", "give either assignments or num_partitions/replication_factor")
+                    raise TopicError(E.INVALID_REQUEST, "give either assignments or num_partitions/replication_factor")
                 for a in t.assignments:
-                    if list(a.broker_ids) != [broker.node_id]:
+                    if list(a.broker_ids) != [ctx.node_id]:
                         raise TopicError(
-                            "INVALID_REPLICA_ASSIGNMENT",
+                            E.INVALID_REPLICA_ASSIGNMENT,
                             f"partition {a.partition_index} assigned to {list(a.broker_ids)}; "
-                            f"the only broker is {broker.node_id}",
+                            f"the only broker is {ctx.node_id}",
                         )
                 partitions = len(t.assignments)
             elif partitions == -1:
-                partitions = broker.settings.num_partitions
+                partitions = ctx.settings.num_partitions
             if t.replication_factor not in (-1, 1):
                 raise TopicError(
-                    "INVALID_REPLICATION_FACTOR",
+                    E.INVALID_REPLICATION_FACTOR,
                     f"Replication factor: {t.replication_factor} larger than available brokers: 1.",
                 )
             configs = {c.name: c.value for c in (t.configs or [])}
-            parse_topic_configs({k: v for k, v in configs.items() if v is not None}, broker.log_defaults)
-            if t.name in broker.logs.topics:
-                raise TopicError("TOPIC_ALREADY_EXISTS", f"Topic '{t.name}' already exists.")
+            parse_topic_configs({k: v for k, v in configs.items() if v is not None}, ctx.log_defaults)
+            if ctx.topic(t.name) is not None:
+                raise TopicError(E.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
             if partitions <= 0:
-                raise TopicError("INVALID_PARTITIONS", f"Number of partitions must be larger than 0, got {partitions}")
+                raise TopicError(E.INVALID_PARTITIONS, f"Number of partitions must be larger than 0, got {partitions}")
             if req.body.validate_only:
                 meta_id, meta_configs = ZERO_UUID, configs
             else:
-                meta = broker.logs.create_topic(t.name, partitions, configs)
+                meta = ctx.create_topic(t.name, partitions, configs)
                 meta_id, meta_configs = uuid.UUID(meta.topic_id), meta.configs
             results.append(
                 TR(
@@ -78,7 +75,7 @@ def handle(broker: Broker, req: Request) -> R:
                             config_source=e.config_source,
                             is_sensitive=False,
                         )
-                        for e in topic_config_entries(broker, meta_configs, None)
+                        for e in topic_config_entries(ctx, meta_configs, None)
                     ],
                 )
             )
@@ -87,7 +84,7 @@ def handle(broker: Broker, req: Request) -> R:
                 TR(
                     name=t.name,
                     topic_id=ZERO_UUID,
-                    error_code=code(exc.error),
+                    error_code=exc.error,
                     error_message=str(exc),
                     topic_config_error_code=0,
                     num_partitions=-1,

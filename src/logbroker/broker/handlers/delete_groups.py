@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from logbroker.protocol import ApiKey, Request, api
 
-from kafka.protocol.admin import DeleteGroupsResponse
+from ..context import BrokerContext
+from ..dispatch import handles
 
-from logbroker.protocol.connection import Request
-
-if TYPE_CHECKING:
-    from logbroker.broker.server import Broker
-
-R = DeleteGroupsResponse
+API = api(ApiKey.DeleteGroups)
+R = API.response
 
 
-async def handle(broker: Broker, req: Request) -> R:
+@handles(ApiKey.DeleteGroups, 0, 2)
+async def handle(ctx: BrokerContext, req: Request) -> R:
     results = []
     for gid in req.body.groups_names:
-        err = await broker.groups.delete_group(gid)
+        err = await ctx.groups.delete_group(gid)
         results.append(R.DeletableGroupResult(group_id=gid, error_code=int(err)))
     return R(throttle_time_ms=0, results=results)

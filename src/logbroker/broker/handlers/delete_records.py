@@ -2,35 +2,32 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from kafka.protocol.admin import DeleteRecordsResponse
-
-from logbroker.protocol.connection import Request
+from logbroker.protocol import ApiKey, Request, api
+from logbroker.protocol import ErrorCode as E
 from logbroker.storage.log import OffsetOutOfRange
 
-from .common import code
+from ..context import BrokerContext
+from ..dispatch import handles
 
-if TYPE_CHECKING:
-    from logbroker.broker.server import Broker
-
-R = DeleteRecordsResponse
+API = api(ApiKey.DeleteRecords)
+R = API.response
 TR = R.DeleteRecordsTopicResult
 PR = TR.DeleteRecordsPartitionResult
 
 
-def handle(broker: Broker, req: Request) -> R:
+@handles(ApiKey.DeleteRecords, 0, 2)
+def handle(ctx: BrokerContext, req: Request) -> R:
     topics = []
     for t in req.body.topics:
         parts = []
         for p in t.partitions:
-            plog = broker.get_log(t.name, p.partition_index)
+            plog = ctx.get_log(t.name, p.partition_index)
             if plog is None:
                 parts.append(
                     PR(
                         partition_index=p.partition_index,
                         low_watermark=-1,
-                        error_code=code("UNKNOWN_TOPIC_OR_PARTITION"),
+                        error_code=E.UNKNOWN_TOPIC_OR_PARTITION,
                     )
                 )
                 continue
@@ -40,7 +37,7 @@ def handle(broker: Broker, req: Request) -> R:
                 parts.append(PR(partition_index=p.partition_index, low_watermark=low, error_code=0))
             except OffsetOutOfRange:
                 parts.append(
-                    PR(partition_index=p.partition_index, low_watermark=-1, error_code=code("OFFSET_OUT_OF_RANGE"))
+                    PR(partition_index=p.partition_index, low_watermark=-1, error_code=E.OFFSET_OUT_OF_RANGE)
                 )
         topics.append(TR(name=t.name, partitions=parts))
     return R(throttle_time_ms=0, topics=topics)

@@ -1,27 +1,26 @@
-"""DescribeCluster (60): one broker, which is also the controller."""
+"""DescribeCluster (60): one ctx, which is also the controller."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from logbroker.protocol import ApiKey, Request, api
+from logbroker.protocol import ErrorCode as E
 
-from kafka.protocol.admin import DescribeClusterResponse
+from ..context import BrokerContext
+from ..dispatch import handles
 
-from logbroker.protocol.connection import Request
-
-if TYPE_CHECKING:
-    from logbroker.broker.server import Broker
-
-R = DescribeClusterResponse
+API = api(ApiKey.DescribeCluster)
+R = API.response
 
 
-def handle(broker: Broker, req: Request) -> R:
+@handles(ApiKey.DescribeCluster, 0, 1)
+def handle(ctx: BrokerContext, req: Request) -> R:
     if req.version >= 1 and req.body.endpoint_type not in (1,):
         return R(
             throttle_time_ms=0,
-            error_code=35,
+            error_code=E.UNSUPPORTED_VERSION,
             error_message="only broker endpoints are served",
             endpoint_type=req.body.endpoint_type,
-            cluster_id=broker.cluster_id,
+            cluster_id=ctx.cluster_id,
             controller_id=-1,
             brokers=[],
             authorized_operations=None,
@@ -31,8 +30,8 @@ def handle(broker: Broker, req: Request) -> R:
         error_code=0,
         error_message=None,
         endpoint_type=1,
-        cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
-        brokers=[R.DescribeClusterBroker(broker_id=broker.node_id, host=broker.host, port=broker.port, rack=None)],
+        cluster_id=ctx.cluster_id,
+        controller_id=ctx.node_id,
+        brokers=[R.DescribeClusterBroker(broker_id=ctx.node_id, host=ctx.host, port=ctx.port, rack=None)],
         authorized_operations=None,
     )

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from kafka.protocol.admin import DescribeConfigsResponse
-
-from logbroker.protocol.connection import Request
+from logbroker.protocol import ApiKey, Request, api
+from logbroker.protocol import ErrorCode as E
 from logbroker.storage.manager import PASSIVE_TOPIC_CONFIGS, TOPIC_CONFIG_KEYS
 
-from .common import code
+from ..context import BrokerContext
+from ..dispatch import handles
 
-if TYPE_CHECKING:
-    from logbroker.broker.server import Broker
-
-R = DescribeConfigsResponse
+API = api(ApiKey.DescribeConfigs)
+R = API.response
 RR = R.DescribeConfigsResult
 CE = RR.DescribeConfigsResourceResult
 
@@ -44,8 +41,8 @@ class Entry:
     documentation: str | None = None
 
 
-def topic_config_entries(broker: Broker, overrides: dict[str, str], keys: list[str] | None) -> list[Entry]:
-    defaults = broker.log_defaults
+def topic_config_entries(ctx: BrokerContext, overrides: dict[str, str], keys: list[str] | None) -> list[Entry]:
+    defaults = ctx.log_defaults
     out = []
     for name, field in TOPIC_CONFIG_KEYS.items():
         if name in overrides:
@@ -80,10 +77,10 @@ def topic_config_entries(broker: Broker, overrides: dict[str, str], keys: list[s
     return out
 
 
-def broker_config_entries(broker: Broker, keys: list[str] | None) -> list[Entry]:
-    s = broker.settings
+def broker_config_entries(ctx: BrokerContext, keys: list[str] | None) -> list[Entry]:
+    s = ctx.settings
     values = {
-        "broker.id": (str(s.node_id), T_INT),
+        "ctx.id": (str(s.node_id), T_INT),
         "node.id": (str(s.node_id), T_INT),
         "auto.create.topics.enable": (str(s.auto_create_topics).lower(), T_BOOLEAN),
         "num.partitions": (str(s.num_partitions), T_INT),
@@ -112,26 +109,26 @@ def broker_config_entries(broker: Broker, keys: list[str] | None) -> list[Entry]
     return out
 
 
-def handle(broker: Broker, req: Request) -> R:
-    assert broker.logs is not None
+@handles(ApiKey.DescribeConfigs, 1, 4)
+def handle(ctx: BrokerContext, req: Request) -> R:
     v = req.version
     results = []
     for res in req.body.resources:
         keys = list(res.configuration_keys) if res.configuration_keys is not None else None
         err, msg, entries = 0, None, []
         if res.resource_type == TOPIC:
-            meta = broker.logs.topics.get(res.resource_name)
+            meta = ctx.topic(res.resource_name)
             if meta is None:
-                err, msg = code("UNKNOWN_TOPIC_OR_PARTITION"), f"topic {res.resource_name!r} does not exist"
+                err, msg = E.UNKNOWN_TOPIC_OR_PARTITION, f"topic {res.resource_name!r} does not exist"
             else:
-                entries = topic_config_entries(broker, meta.configs, keys)
+                entries = topic_config_entries(ctx, meta.configs, keys)
         elif res.resource_type == BROKER:
-            if res.resource_name not in ("", str(broker.node_id)):
-                err, msg = code("INVALID_REQUEST"), f"no broker {res.resource_name!r}; this is {broker.node_id}"
+            if res.resource_name not in ("", str(ctx.node_id)):
+                err, msg = E.INVALID_REQUEST, f"no broker {res.resource_name!r}; this is {ctx.node_id}"
             else:
-                entries = broker_config_entries(broker, keys)
+                entries = broker_config_entries(ctx, keys)
         else:
-            err, msg = code("INVALID_REQUEST"), f"resource type {res.resource_type} is not supported"
+            err, msg = E.INVALID_REQUEST, f"resource type {res.resource_type} is not supported"
         configs = [
             CE(
                 name=e.name,

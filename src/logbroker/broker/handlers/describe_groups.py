@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from logbroker.protocol import ApiKey, Request, api
+from logbroker.protocol import ErrorCode as E
 
-from kafka.protocol.admin import DescribeGroupsResponse
+from ..context import BrokerContext
+from ..dispatch import handles
 
-from logbroker.protocol.connection import Request
-from logbroker.protocol.errors import ErrorCode as E
-
-if TYPE_CHECKING:
-    from logbroker.broker.server import Broker
-
-R = DescribeGroupsResponse
+API = api(ApiKey.DescribeGroups)
+R = API.response
 DG = R.DescribedGroup
 
 
-def handle(broker: Broker, req: Request) -> R:
+@handles(ApiKey.DescribeGroups, 0, 6)
+def handle(ctx: BrokerContext, req: Request) -> R:
     out = []
     for gid in req.body.groups:
-        g = broker.groups.groups.get(gid)
+        g = ctx.groups.group(gid)
         if g is None or g.group_type != "classic":
             # v6+ names the problem as Kafka does; older versions report an unknown group as Dead.
             err, msg = 0, None

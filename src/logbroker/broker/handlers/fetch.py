@@ -6,38 +6,38 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from kafka.protocol.consumer import FetchResponse
-
-from logbroker.protocol.connection import Request
+from logbroker.protocol import ApiKey, Request, api
+from logbroker.protocol import ErrorCode as E
 from logbroker.storage.log import OffsetOutOfRange
 
-from .common import code
-
-if TYPE_CHECKING:
-    from logbroker.broker.server import Broker
+from ..context import BrokerContext
+from ..dispatch import handles
 
 log = logging.getLogger(__name__)
-R = FetchResponse
+API = api(ApiKey.Fetch)
+R = API.response
 TR = R.FetchableTopicResponse
 PD = TR.PartitionData
 
 
-async def handle(broker: Broker, req: Request) -> R:
+@handles(ApiKey.Fetch, 0, 12, rejected_below=4)
+async def handle(ctx: BrokerContext, req: Request) -> R:
     body = req.body
     if req.version_error is not None:
-        return _collect(broker, body, req.version, error=code("UNSUPPORTED_VERSION"))[0]
+        return _collect(ctx, body, req.version, error=E.UNSUPPORTED_VERSION)[0]
     deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000
     while True:
-        resp, total, keys = _collect(broker, body, req.version)
+        resp, total, keys = _collect(ctx, body, req.version)
         remaining = deadline - time.monotonic()
-        if total >= max(body.min_bytes, 1) or remaining <= 0 or not keys or broker._stopping:
+        if total >= max(body.min_bytes, 1) or remaining <= 0 or not keys or ctx.stopping:
+            req.response_size_hint = total + 64 * len(keys)  # one response buffer, never regrown
             return resp
-        await broker.wait_for_data(keys, remaining)
+        await ctx.wait_for_data(keys, remaining)
 
 
-def _collect(broker: Broker, body: Any, version: int, error: int = 0) -> tuple[R, int, list[tuple[str, int]]]:
+def _collect(ctx: BrokerContext, body: Any, version: int, error: int = 0) -> tuple[R, int, list[tuple[str, int]]]:
     limit = body.max_bytes if version >= 3 and body.max_bytes > 0 else 0x7FFFFFFF
     total = 0
     keys: list[tuple[str, int]] = []
@@ -45,13 +45,13 @@ def _collect(broker: Broker, body: Any, version: int, error: int = 0) -> tuple[R
     for t in body.topics:
         parts = []
         for p in t.partitions:
-            plog = broker.get_log(t.topic, p.partition)
+            plog = ctx.get_log(t.topic, p.partition)
             if error or plog is None:
-                parts.append(_pd(p.partition, error or code("UNKNOWN_TOPIC_OR_PARTITION")))
+                parts.append(_pd(p.partition, error or E.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             hwm = plog.next_offset
             if version >= 9 and p.current_leader_epoch > 0:
-                parts.append(_pd(p.partition, code("UNKNOWN_LEADER_EPOCH"), hwm, plog.log_start_offset))
+                parts.append(_pd(p.partition, E.UNKNOWN_LEADER_EPOCH, hwm, plog.log_start_offset))
                 continue
             data = b""
             try:
@@ -60,7 +60,7 @@ def _collect(broker: Broker, body: Any, version: int, error: int = 0) -> tuple[R
                     data = plog.read(p.fetch_offset, max(room, 1), first_whole=total == 0)
             except OffsetOutOfRange as exc:
                 log.info("fetch from %s-%d: OFFSET_OUT_OF_RANGE: %s", t.topic, p.partition, exc)
-                parts.append(_pd(p.partition, code("OFFSET_OUT_OF_RANGE"), hwm, plog.log_start_offset))
+                parts.append(_pd(p.partition, E.OFFSET_OUT_OF_RANGE, hwm, plog.log_start_offset))
                 continue
             total += len(data)
             keys.append((t.topic, p.partition))
@@ -69,7 +69,9 @@ def _collect(broker: Broker, body: Any, version: int, error: int = 0) -> tuple[R
     return R(throttle_time_ms=0, error_code=0, session_id=0, responses=topics), total, keys
 
 
-def _pd(index: int, error: int, hwm: int = -1, start: int = -1, records: bytes = b"", isolation: int = 0) -> PD:
+def _pd(
+    index: int, error: int, hwm: int = -1, start: int = -1, records: bytes | memoryview = b"", isolation: int = 0
+) -> PD:
     return PD(
         partition_index=index,
         error_code=error,

@@ -2,38 +2,36 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from logbroker.protocol import ApiKey, Request, api
+from logbroker.protocol import ErrorCode as E
 
-from kafka.protocol.metadata import FindCoordinatorResponse
+from ..context import BrokerContext
+from ..dispatch import handles
 
-from logbroker.protocol.connection import Request
-from logbroker.protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from logbroker.broker.server import Broker
-
-R = FindCoordinatorResponse
+API = api(ApiKey.FindCoordinator)
+R = API.response
 GROUP = 0
 
 
-def _answer(broker: Broker, key: str, key_type: int) -> tuple[int, str | None, int, str, int]:
+def _answer(ctx: BrokerContext, key: str, key_type: int) -> tuple[int, str | None, int, str, int]:
     if key_type != GROUP:
         # Not retriable on purpose: a transactional producer fails fast with a clear error instead of
         # looking for a coordinator until its timeout.
-        return int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), "transactions are not supported", -1, "", -1
+        return int(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), "transactions are not supported", -1, "", -1
     if not key:
-        return int(ErrorCode.INVALID_REQUEST), "empty group id", -1, "", -1
-    return 0, None, broker.node_id, broker.host, broker.port
+        return int(E.INVALID_REQUEST), "empty group id", -1, "", -1
+    return 0, None, ctx.node_id, ctx.host, ctx.port
 
 
-def handle(broker: Broker, req: Request) -> R:
+@handles(ApiKey.FindCoordinator, 0, 6)
+def handle(ctx: BrokerContext, req: Request) -> R:
     body = req.body
     key_type = body.key_type if req.version >= 1 else GROUP
     if req.version >= 4:
         coords = []
         for key in body.coordinator_keys:
-            err, msg, node, host, port = _answer(broker, key, key_type)
+            err, msg, node, host, port = _answer(ctx, key, key_type)
             coords.append(R.Coordinator(key=key, node_id=node, host=host, port=port, error_code=err, error_message=msg))
         return R(throttle_time_ms=0, coordinators=coords)
-    err, msg, node, host, port = _answer(broker, body.key, key_type)
+    err, msg, node, host, port = _answer(ctx, body.key, key_type)
     return R(throttle_time_ms=0, error_code=err, error_message=msg, node_id=node, host=host, port=port)

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from logbroker.protocol import ApiKey, Request, api
 
-from kafka.protocol.consumer import HeartbeatResponse
+from ..context import BrokerContext
+from ..dispatch import handles
 
-from logbroker.protocol.connection import Request
-
-if TYPE_CHECKING:
-    from logbroker.broker.server import Broker
-
-R = HeartbeatResponse
+API = api(ApiKey.Heartbeat)
+R = API.response
 
 
-def handle(broker: Broker, req: Request) -> R:
+@handles(ApiKey.Heartbeat, 0, 4)
+def handle(ctx: BrokerContext, req: Request) -> R:
     b = req.body
-    err = broker.groups.heartbeat(
+    err = ctx.groups.heartbeat(
         b.group_id, b.member_id, b.generation_id, b.group_instance_id if req.version >= 3 else None
     )
     return R(throttle_time_ms=0, error_code=int(err))

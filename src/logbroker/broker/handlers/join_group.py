@@ -2,33 +2,34 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from logbroker.broker.groups import JoinRequest
+from logbroker.protocol import ApiKey, Request, api
 
-from kafka.protocol.consumer import JoinGroupResponse
+from ..context import BrokerContext
+from ..dispatch import handles
 
-from logbroker.protocol.connection import Request
-
-if TYPE_CHECKING:
-    from logbroker.broker.server import Broker
-
-R = JoinGroupResponse
+API = api(ApiKey.JoinGroup)
+R = API.response
 
 
-async def handle(broker: Broker, req: Request) -> R:
+@handles(ApiKey.JoinGroup, 0, 9)
+async def handle(ctx: BrokerContext, req: Request) -> R:
     b = req.body
     v = req.version
-    res = await broker.groups.join(
-        b.group_id,
-        b.member_id,
-        b.group_instance_id if v >= 5 else None,
-        req.header.client_id or "",
-        req.client_host,
-        b.session_timeout_ms,
-        b.rebalance_timeout_ms if v >= 1 else b.session_timeout_ms,
-        b.protocol_type,
-        [(p.name, bytes(p.metadata)) for p in b.protocols],
-        require_known_member_id=v >= 4,
-        supports_skip_assignment=v >= 9,
+    res = await ctx.groups.join(
+        JoinRequest(
+            group_id=b.group_id,
+            member_id=b.member_id,
+            instance_id=b.group_instance_id if v >= 5 else None,
+            client_id=req.header.client_id or "",
+            client_host=req.client_host,
+            session_timeout_ms=b.session_timeout_ms,
+            rebalance_timeout_ms=b.rebalance_timeout_ms if v >= 1 else b.session_timeout_ms,
+            protocol_type=b.protocol_type,
+            protocols=[(p.name, bytes(p.metadata)) for p in b.protocols],
+            require_known_member_id=v >= 4,
+            supports_skip_assignment=v >= 9,
+        )
     )
     return R(
         throttle_time_ms=0,

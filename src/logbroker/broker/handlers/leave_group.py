@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from logbroker.protocol import ApiKey, Request, api
 
-from kafka.protocol.consumer import LeaveGroupResponse
+from ..context import BrokerContext
+from ..dispatch import handles
 
-from logbroker.protocol.connection import Request
-
-if TYPE_CHECKING:
-    from logbroker.broker.server import Broker
-
-R = LeaveGroupResponse
+API = api(ApiKey.LeaveGroup)
+R = API.response
 
 
-def handle(broker: Broker, req: Request) -> R:
+@handles(ApiKey.LeaveGroup, 0, 5)
+def handle(ctx: BrokerContext, req: Request) -> R:
     b = req.body
     wanted = [(m.member_id, m.group_instance_id) for m in b.members] if req.version >= 3 else [(b.member_id, None)]
-    top, results = broker.groups.leave(b.group_id, wanted)
+    top, results = ctx.groups.leave(b.group_id, wanted)
     return R(
         throttle_time_ms=0,
         error_code=int(top),

@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from logbroker.protocol import ApiKey, Request, api
 
-from kafka.protocol.admin import ListGroupsResponse
+from ..context import BrokerContext
+from ..dispatch import handles
 
-from logbroker.protocol.connection import Request
-
-if TYPE_CHECKING:
-    from logbroker.broker.server import Broker
-
-R = ListGroupsResponse
+API = api(ApiKey.ListGroups)
+R = API.response
 
 
-def handle(broker: Broker, req: Request) -> R:
+@handles(ApiKey.ListGroups, 0, 5)
+def handle(ctx: BrokerContext, req: Request) -> R:
     b = req.body
     states = {s.lower() for s in b.states_filter} if req.version >= 4 and b.states_filter else None
     types = {t.lower() for t in b.types_filter} if req.version >= 5 and b.types_filter else None
     out = []
-    for g in sorted(broker.groups.groups.values(), key=lambda g: g.group_id):
+    for g in ctx.groups.all_groups():
         gtype = g.group_type
         if states is not None and g.state_name.lower() not in states:
             continue

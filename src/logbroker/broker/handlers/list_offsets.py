@@ -2,35 +2,32 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from logbroker.protocol import ApiKey, Request, api
+from logbroker.protocol import ErrorCode as E
 
-from kafka.protocol.consumer import ListOffsetsResponse
+from ..context import BrokerContext
+from ..dispatch import handles
 
-from logbroker.protocol.connection import Request
-
-from .common import code
-
-if TYPE_CHECKING:
-    from logbroker.broker.server import Broker
-
-R = ListOffsetsResponse
+API = api(ApiKey.ListOffsets)
+R = API.response
 TR = R.ListOffsetsTopicResponse
 PR = TR.ListOffsetsPartitionResponse
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 
 
-def handle(broker: Broker, req: Request) -> R:
+@handles(ApiKey.ListOffsets, 1, 8)
+def handle(ctx: BrokerContext, req: Request) -> R:
     topics = []
     for t in req.body.topics:
         parts = []
         for p in t.partitions:
-            plog = broker.get_log(t.name, p.partition_index)
+            plog = ctx.get_log(t.name, p.partition_index)
             if plog is None:
                 parts.append(
                     PR(
                         partition_index=p.partition_index,
-                        error_code=code("UNKNOWN_TOPIC_OR_PARTITION"),
+                        error_code=E.UNKNOWN_TOPIC_OR_PARTITION,
                         timestamp=-1,
                         offset=-1,
                         leader_epoch=-1,
@@ -41,7 +38,7 @@ def handle(broker: Broker, req: Request) -> R:
                 parts.append(
                     PR(
                         partition_index=p.partition_index,
-                        error_code=code("UNKNOWN_LEADER_EPOCH"),
+                        error_code=E.UNKNOWN_LEADER_EPOCH,
                         timestamp=-1,
                         offset=-1,
                         leader_epoch=-1,
@@ -64,7 +61,7 @@ def handle(broker: Broker, req: Request) -> R:
                 parts.append(
                     PR(
                         partition_index=p.partition_index,
-                        error_code=code("INVALID_REQUEST"),
+                        error_code=E.INVALID_REQUEST,
                         timestamp=-1,
                         offset=-1,
                         leader_epoch=-1,

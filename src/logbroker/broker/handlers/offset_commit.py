@@ -3,26 +3,25 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
-from kafka.protocol.consumer import OffsetCommitResponse
+from logbroker.broker.groups import Committed
+from logbroker.protocol import ApiKey, Request, api
+from logbroker.protocol import ErrorCode as E
 
-from logbroker.broker.groups.coordinator import Committed
-from logbroker.protocol.connection import Request
-from logbroker.protocol.errors import ErrorCode as E
+from ..context import BrokerContext
+from ..dispatch import handles
 
-if TYPE_CHECKING:
-    from logbroker.broker.server import Broker
-
-R = OffsetCommitResponse
+API = api(ApiKey.OffsetCommit)
+R = API.response
 TR = R.OffsetCommitResponseTopic
 PR = TR.OffsetCommitResponsePartition
 
 
-async def handle(broker: Broker, req: Request) -> R:
+@handles(ApiKey.OffsetCommit, 0, 9)
+async def handle(ctx: BrokerContext, req: Request) -> R:
     b = req.body
     v = req.version
-    coord = broker.groups
+    coord = ctx.groups
     group_err = coord.check_commit(
         b.group_id,
         b.member_id if v >= 1 else "",
@@ -37,7 +36,7 @@ async def handle(broker: Broker, req: Request) -> R:
         for p in t.partitions:
             err = group_err
             if err == E.NONE:
-                if broker.get_log(t.name, p.partition_index) is None:
+                if ctx.get_log(t.name, p.partition_index) is None:
                     err = E.UNKNOWN_TOPIC_OR_PARTITION
                 elif p.committed_metadata is not None and (
                     len(p.committed_metadata.encode()) > coord.config.offset_metadata_max_bytes

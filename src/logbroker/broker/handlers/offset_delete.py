@@ -2,25 +2,23 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from logbroker.broker.groups import GroupError
+from logbroker.protocol import ApiKey, Request, api
 
-from kafka.protocol.consumer import OffsetDeleteResponse
+from ..context import BrokerContext
+from ..dispatch import handles
 
-from logbroker.broker.groups.coordinator import GroupError
-from logbroker.protocol.connection import Request
-
-if TYPE_CHECKING:
-    from logbroker.broker.server import Broker
-
-R = OffsetDeleteResponse
+API = api(ApiKey.OffsetDelete)
+R = API.response
 TR = R.OffsetDeleteResponseTopic
 
 
-async def handle(broker: Broker, req: Request) -> R:
+@handles(ApiKey.OffsetDelete, 0, 0)
+async def handle(ctx: BrokerContext, req: Request) -> R:
     b = req.body
     wanted = [(t.name, p.partition_index) for t in b.topics for p in t.partitions]
     try:
-        result = await broker.groups.delete_offsets(b.group_id, wanted)
+        result = await ctx.groups.delete_offsets(b.group_id, wanted)
     except GroupError as exc:
         return R(error_code=int(exc.code), throttle_time_ms=0, topics=[])
     topics: dict[str, list] = {}

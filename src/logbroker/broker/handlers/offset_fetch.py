@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from kafka.protocol.consumer import OffsetFetchResponse
+from logbroker.protocol import ApiKey, Request, api
 
-from logbroker.protocol.connection import Request
+from ..context import BrokerContext
+from ..dispatch import handles
 
-if TYPE_CHECKING:
-    from logbroker.broker.server import Broker
-
-R = OffsetFetchResponse
+API = api(ApiKey.OffsetFetch)
+R = API.response
 
 
-def _lookup(broker: Broker, group_id: str, topics: Any) -> list[tuple[str, list[tuple[int, int, int, str | None]]]]:
+def _lookup(ctx: BrokerContext, group_id: str, topics: Any) -> list[tuple[str, list[tuple[int, int, int, str | None]]]]:
     wanted = None
     if topics is not None:
         wanted = [(t.name, p) for t in topics for p in t.partition_indexes]
-    found = broker.groups.fetch_offsets(group_id, wanted)
+    found = ctx.groups.fetch_offsets(group_id, wanted)
     by_topic: dict[str, list[tuple[int, int, int, str | None]]] = {}
     keys = wanted if wanted is not None else sorted(found)
     for t, p in keys:
@@ -28,7 +27,8 @@ def _lookup(broker: Broker, group_id: str, topics: Any) -> list[tuple[str, list[
     return list(by_topic.items())
 
 
-def handle(broker: Broker, req: Request) -> R:
+@handles(ApiKey.OffsetFetch, 0, 9)
+def handle(ctx: BrokerContext, req: Request) -> R:
     b = req.body
     if req.version >= 8:
         groups = []
@@ -45,7 +45,7 @@ def handle(broker: Broker, req: Request) -> R:
                         for p, o, e, m in rows
                     ],
                 )
-                for name, rows in _lookup(broker, g.group_id, g.topics)
+                for name, rows in _lookup(ctx, g.group_id, g.topics)
             ]
             groups.append(G(group_id=g.group_id, topics=topics, error_code=0))
         return R(throttle_time_ms=0, groups=groups)
@@ -60,6 +60,6 @@ def handle(broker: Broker, req: Request) -> R:
                 for p, o, e, m in rows
             ],
         )
-        for name, rows in _lookup(broker, b.group_id, b.topics)
+        for name, rows in _lookup(ctx, b.group_id, b.topics)
     ]
     return R(throttle_time_ms=0, topics=topics, error_code=0)

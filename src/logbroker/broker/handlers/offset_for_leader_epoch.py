@@ -2,32 +2,29 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from logbroker.protocol import ApiKey, Request, api
+from logbroker.protocol import ErrorCode as E
 
-from kafka.protocol.consumer import OffsetForLeaderEpochResponse
+from ..context import BrokerContext
+from ..dispatch import handles
 
-from logbroker.protocol.connection import Request
-
-from .common import code
-
-if TYPE_CHECKING:
-    from logbroker.broker.server import Broker
-
-R = OffsetForLeaderEpochResponse
+API = api(ApiKey.OffsetForLeaderEpoch)
+R = API.response
 TR = R.OffsetForLeaderTopicResult
 EO = TR.EpochEndOffset
 
 
-def handle(broker: Broker, req: Request) -> R:
+@handles(ApiKey.OffsetForLeaderEpoch, 2, 4)
+def handle(ctx: BrokerContext, req: Request) -> R:
     topics = []
     for t in req.body.topics:
         parts = []
         for p in t.partitions:
-            plog = broker.get_log(t.topic, p.partition)
+            plog = ctx.get_log(t.topic, p.partition)
             if plog is None:
                 parts.append(
                     EO(
-                        error_code=code("UNKNOWN_TOPIC_OR_PARTITION"),
+                        error_code=E.UNKNOWN_TOPIC_OR_PARTITION,
                         partition=p.partition,
                         leader_epoch=-1,
                         end_offset=-1,
@@ -35,7 +32,7 @@ def handle(broker: Broker, req: Request) -> R:
                 )
             elif p.current_leader_epoch > 0:
                 parts.append(
-                    EO(error_code=code("UNKNOWN_LEADER_EPOCH"), partition=p.partition, leader_epoch=-1, end_offset=-1)
+                    EO(error_code=E.UNKNOWN_LEADER_EPOCH, partition=p.partition, leader_epoch=-1, end_offset=-1)
                 )
             elif p.leader_epoch < 0:
                 parts.append(EO(error_code=0, partition=p.partition, leader_epoch=-1, end_offset=-1))

@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from logbroker.protocol import ApiKey, Request, api
 
-from kafka.protocol.consumer import SyncGroupResponse
+from ..context import BrokerContext
+from ..dispatch import handles
 
-from logbroker.protocol.connection import Request
-
-if TYPE_CHECKING:
-    from logbroker.broker.server import Broker
-
-R = SyncGroupResponse
+API = api(ApiKey.SyncGroup)
+R = API.response
 
 
-async def handle(broker: Broker, req: Request) -> R:
+@handles(ApiKey.SyncGroup, 0, 5)
+async def handle(ctx: BrokerContext, req: Request) -> R:
     b = req.body
     v = req.version
-    groups = broker.groups
+    groups = ctx.groups
     err, assignment = await groups.sync(
         b.group_id,
         b.member_id,
@@ -27,7 +25,7 @@ async def handle(broker: Broker, req: Request) -> R:
         b.protocol_name if v >= 5 else None,
         {a.member_id: bytes(a.assignment) for a in b.assignments or []},
     )
-    g = groups.groups.get(b.group_id)
+    g = groups.group(b.group_id)
     return R(
         throttle_time_ms=0,
         error_code=int(err),

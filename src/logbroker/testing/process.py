@@ -14,13 +14,9 @@ import time
 from pathlib import Path
 from typing import Self
 
-LOOPBACK = "127.0.0.1"
+from logbroker.testing.net import LOOPBACK, free_port
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((LOOPBACK, 0))
-        return s.getsockname()[1]
+__all__ = ["LOOPBACK", "BrokerProcess", "free_port"]
 
 
 class BrokerProcess:

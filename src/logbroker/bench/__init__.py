@@ -1,0 +1,76 @@
+"""Side-by-side produce/consume throughput, acks=all latency and consumer-group benchmark.
+
+Every target (logbroker itself and the reference peers Tansu and Apache Kafka) is driven by the
+same confluent-kafka (librdkafka) client code with the same settings, one target after another,
+so the numbers differ only by broker. Targets never overlap because the machines we run on have
+two shared cores: a broker still running in the background would steal CPU from the next one.
+
+Workloads (``--workloads``, all by default):
+
+* ``throughput``: produce then consume N records of 100 B and of 1 KB on a fresh 1-partition topic;
+* ``latency``: sequential acks=all single-record produces (p50/p99);
+* ``groups``: consumer-group coordination as a librdkafka consumer sees it, on fresh topics with a
+  fresh group per sample (the median of the samples is reported):
+
+  - *first assignment*: a lone consumer with default settings, already connected and holding
+    the topic's metadata, from ``subscribe()`` until its first ``on_assign`` callback (after one
+    unrecorded warm-up join, as a broker's first group may pay one-off costs). This includes
+    the broker's initial rebalance delay (``group.initial.rebalance.delay.ms``: Kafka's default is
+    3 s; logbroker's 100 ms; the test peer may lower it: the value in effect is in the target notes);
+  - *rebalance 3+1*: three consumers share a 6-partition topic (stable, every partition owned);
+    a fourth subscribes. The time runs from its ``subscribe()`` until every one of the four has
+    received its new assignment (``on_assign`` of the new generation, partitions split 2/2/1/1).
+    The members use ``heartbeat.interval.ms=100`` (else default settings): existing members learn
+    of a rebalance from a heartbeat, and the default 3 s interval would add a random 0-3 s wait that
+    buries the broker's share of the time.
+
+The library entry point is :func:`run_bench`; ``logbroker bench`` and ``benchmarks/run_bench.py``
+are thin wrappers around it. Results land in ``OUT/results.json`` (machine, versions, parameters
+and every number) and ``OUT/results.png``; a rich table is printed at the end.
+
+This package is tooling, like ``logbroker.testing``: no product module imports it; the ``logbroker
+bench`` command loads it when it runs. Modules: ``model`` (metrics, targets, parameters), ``clients``
+(librdkafka settings, topic creation, readiness), ``workloads`` (the measurements), ``targets``
+(logbroker and the peers), ``report`` (machine description, table, chart) and ``driver``
+(:func:`run_bench`).
+"""
+
+from __future__ import annotations
+
+from logbroker.bench.clients import create_topic, wait_ready
+from logbroker.bench.driver import run_bench
+from logbroker.bench.model import (
+    ALL_TARGETS,
+    METRICS,
+    REBALANCE_HEARTBEAT_MS,
+    WORKLOADS,
+    BenchError,
+    Metric,
+    Target,
+    parse_targets,
+    parse_workloads,
+)
+from logbroker.bench.report import _ratios, render_table, write_chart  # noqa: F401 - _ratios: tests rate synthetic results
+from logbroker.bench.targets import kafka_target, logbroker_target, tansu_target
+from logbroker.bench.workloads import percentile
+
+__all__ = [
+    "ALL_TARGETS",
+    "METRICS",
+    "REBALANCE_HEARTBEAT_MS",
+    "WORKLOADS",
+    "BenchError",
+    "Metric",
+    "Target",
+    "create_topic",
+    "kafka_target",
+    "logbroker_target",
+    "parse_targets",
+    "parse_workloads",
+    "percentile",
+    "render_table",
+    "run_bench",
+    "tansu_target",
+    "wait_ready",
+    "write_chart",
+]

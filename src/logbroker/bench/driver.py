@@ -1,0 +1,379 @@
+"""``run_bench``: each target in turn, every selected workload, results written as they come."""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import json
+import logging
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from logbroker.bench.clients import (
+    _CLIENT_LOGGER,
+    consumer_config,
+    create_topic,
+    group_consumer_config,
+    latency_producer_config,
+    producer_config,
+    rebalance_consumer_config,
+    wait_ready,
+)
+from logbroker.bench.model import (
+    ALL_TARGETS,
+    CONSUME_BATCH,
+    DEFAULT_GROUP_SAMPLES,
+    DEFAULT_LATENCY_SAMPLES,
+    DEFAULT_RECORDS_1KB,
+    DEFAULT_RECORDS_100B,
+    LATENCY_WARMUP,
+    MB,
+    METRICS,
+    QUICK_DIVISOR,
+    QUICK_GROUP_SAMPLES,
+    QUICK_LATENCY_SAMPLES,
+    REBALANCE_MEMBERS,
+    REBALANCE_PARTITIONS,
+    RECORD_SIZES,
+    Target,
+    _Unavailable,
+    parse_targets,
+    parse_workloads,
+)
+from logbroker.bench.report import _profile_report, _ratios, machine_info, render_table, versions, write_chart
+from logbroker.bench.targets import kafka_target, logbroker_target, tansu_target
+from logbroker.bench.workloads import (
+    ProgressFn,
+    consume_throughput,
+    first_assignment,
+    initial_rebalance_delay,
+    produce_latency,
+    produce_throughput,
+    rebalance_join,
+)
+
+
+def _write_json(results: dict[str, Any], path: Path) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    tmp.replace(path)
+
+
+def _run_target(
+    target: Target,
+    counts: dict[str, int],
+    latency_samples: int,
+    progress: Progress,
+    step_task: Any,
+    overall_task: Any,
+    group_samples: tuple[int, int] = (0, 0),
+) -> dict[str, Any]:
+    res: dict[str, Any] = {"status": "ok", "notes": target.notes, "metrics": {}, "details": {}}
+    metrics: dict[str, float] = res["metrics"]
+    details: dict[str, Any] = res["details"]
+    run_id = uuid.uuid4().hex[:8]
+    started = False
+
+    def step(description: str, total: int) -> ProgressFn:
+        progress.reset(step_task, total=total, completed=0, description=f"{target.name}: {description}")
+        return lambda done: progress.update(step_task, completed=done)
+
+    t_start = time.monotonic()
+    try:
+        progress.reset(step_task, total=1, completed=0, description=f"{target.name}: starting")
+        with target.start() as bootstrap:
+            started = True
+            res["bootstrap"] = bootstrap
+            wait_ready(bootstrap)
+            res["startup_s"] = time.monotonic() - t_start
+            for size_name, count in counts.items():
+                size = RECORD_SIZES[size_name]
+                if count <= 0:
+                    progress.advance(overall_task, 2)
+                    continue
+                topic = f"bench-{size_name.lower()}-{run_id}"
+                details[f"topic_{size_name}_created_by"] = create_topic(bootstrap, topic)
+                gc.collect()
+                prod = produce_throughput(bootstrap, topic, count, size, step(f"produce {size_name}", count))
+                details[f"produce_{size_name}"] = prod
+                metrics[f"produce_{size_name}_records_per_s"] = prod["records_per_s"]
+                metrics[f"produce_{size_name}_MB_per_s"] = prod["MB_per_s"]
+                progress.advance(overall_task)
+                gc.collect()
+                cons = consume_throughput(
+                    bootstrap, topic, prod["records"], size, step(f"consume {size_name}", prod["records"])
+                )
+                details[f"consume_{size_name}"] = cons
+                metrics[f"consume_{size_name}_records_per_s"] = cons["records_per_s"]
+                metrics[f"consume_{size_name}_MB_per_s"] = cons["MB_per_s"]
+                progress.advance(overall_task)
+            if latency_samples > 0:
+                topic = f"bench-latency-{run_id}"
+                details["topic_latency_created_by"] = create_topic(bootstrap, topic)
+                gc.collect()
+                on_lat = step("latency 1KB", latency_samples)
+                lat = produce_latency(bootstrap, topic, latency_samples, RECORD_SIZES["1KB"], on_lat)
+                details["latency_1KB"] = lat
+                metrics["latency_p50_ms"] = lat["p50_ms"]
+                metrics["latency_p99_ms"] = lat["p99_ms"]
+            progress.advance(overall_task)
+            if any(group_samples):
+                _run_groups(target, res, bootstrap, run_id, group_samples, step)
+                progress.advance(overall_task)
+    except _Unavailable as exc:
+        res["status"] = "skipped"
+        res["error"] = str(exc)
+    except Exception as exc:
+        res["status"] = "failed" if started else "failed to start"
+        res["error"] = f"{type(exc).__name__}: {exc}"
+        res["traceback"] = traceback.format_exc()
+    res["wall_s"] = time.monotonic() - t_start
+    return res
+
+
+def _run_groups(
+    target: Target,
+    res: dict[str, Any],
+    bootstrap: str,
+    run_id: str,
+    group_samples: tuple[int, int],
+    step: Callable[[str, int], ProgressFn],
+) -> None:
+    """The consumer-group workloads of one target, each on a fresh topic with fresh groups."""
+    metrics: dict[str, float] = res["metrics"]
+    details: dict[str, Any] = res["details"]
+    first_n, rebalance_n = group_samples
+    delay = initial_rebalance_delay(bootstrap)
+    source = "reported by the broker"
+    if delay is None and target.name == "logbroker":
+        # The server of the built-in target sees our environment and no config file.
+        from logbroker.config import BrokerSettings
+
+        try:
+            delay = str(BrokerSettings().group_initial_rebalance_delay_ms)
+        except Exception:
+            delay = str(BrokerSettings.model_fields["group_initial_rebalance_delay_ms"].default)
+        source = "logbroker setting; its DescribeConfigs does not report it"
+    details["group_initial_rebalance_delay_ms"] = {"value": delay, "source": source if delay else "not reported"}
+    if target.name == "kafka" and delay is not None:
+        source += "; Kafka's default is 3000"
+    shown = f"{delay} ms ({source})" if delay is not None else "not reported by the broker"
+    res["notes"] = "; ".join(n for n in (res.get("notes"), f"group.initial.rebalance.delay.ms: {shown}") if n)
+    if first_n > 0:
+        topic = f"bench-group-first-{run_id}"
+        details["topic_group_first_created_by"] = create_topic(bootstrap, topic)
+        first = first_assignment(bootstrap, topic, first_n, step("group first assignment", first_n))
+        details["group_first_assignment"] = first
+        metrics["group_first_assignment_ms"] = first["median_ms"]
+    if rebalance_n > 0:
+        topic = f"bench-group-rebalance-{run_id}"
+        details["topic_group_rebalance_created_by"] = create_topic(bootstrap, topic, partitions=REBALANCE_PARTITIONS)
+        reb = rebalance_join(bootstrap, topic, rebalance_n, step("group rebalance 3+1", rebalance_n))
+        details["group_rebalance"] = reb
+        metrics["group_rebalance_ms"] = reb["median_ms"]
+
+
+def run_bench(
+    targets: str | Sequence[str | Target] = ALL_TARGETS,
+    *,
+    quick: bool = False,
+    records_100b: int | None = None,
+    records_1kb: int | None = None,
+    latency_samples: int | None = None,
+    out_dir: str | Path = "bench-results",
+    fsync: str = "always",
+    profile: bool = False,
+    kafka_jar_dir: str | Path | None = None,
+    chart: bool = True,
+    console: Console | None = None,
+    workloads: str | Sequence[str] | None = None,
+    group_samples: tuple[int, int] | None = None,
+) -> dict[str, Any]:
+    """Benchmark each target in turn and write ``results.json`` / ``results.png`` to ``out_dir``.
+
+    Args:
+        targets: names from ``ALL_TARGETS`` (a list or a comma string such as
+            ``"logbroker,tansu"``) and/or ready-made :class:`Target` objects.
+        quick: about 10x fewer records (100k x 100B, 20k x 1KB, 300 latency samples).
+        records_100b / records_1kb / latency_samples: override the counts (0 skips a workload).
+        out_dir: where results.json, results.png, client/server logs and the profile go.
+        fsync: value passed to ``logbroker serve --fsync``.
+        profile: run the logbroker server under cProfile (``OUT/logbroker.prof``) and print the
+            top 25 cumulative entries at the end.
+        kafka_jar_dir: jars for the Kafka peer (default ``logbroker.jars.default_jar_dir("kafka")``).
+        chart: write the PNG (needs matplotlib).
+        console: rich console for progress and tables (tests pass a quiet one).
+        workloads: which of ``WORKLOADS`` to run (a list or a comma string; default all). Leaving
+            out ``throughput`` or ``latency`` sets its counts to 0.
+        group_samples: (first-assignment samples, rebalance samples); default (7, 5), quick (3, 2);
+            0 skips that measurement.
+
+    Returns the results dict that was written to ``results.json``. Unavailable peers are
+    skipped with a note; a failing target is recorded as failed and the run goes on.
+    """
+    if console is None:
+        console = Console()
+        if not console.is_terminal:
+            console.width = max(console.width, 120)  # logs/CI: keep the table on one line per row
+    out = Path(out_dir).resolve()  # absolute: the profiled server gets it on its command line
+    out.mkdir(parents=True, exist_ok=True)
+    div = QUICK_DIVISOR if quick else 1
+    n100 = DEFAULT_RECORDS_100B // div if records_100b is None else records_100b
+    n1k = DEFAULT_RECORDS_1KB // div if records_1kb is None else records_1kb
+    n_lat = QUICK_LATENCY_SAMPLES if quick else DEFAULT_LATENCY_SAMPLES
+    if latency_samples is not None:
+        n_lat = latency_samples
+    selected = parse_workloads(workloads)
+    if "throughput" not in selected:
+        n100 = n1k = 0
+    if "latency" not in selected:
+        n_lat = 0
+    if "groups" not in selected:
+        n_groups = (0, 0)
+    elif group_samples is not None:
+        n_groups = (max(0, group_samples[0]), max(0, group_samples[1]))
+    else:
+        n_groups = QUICK_GROUP_SAMPLES if quick else DEFAULT_GROUP_SAMPLES
+    prof_path = out / "logbroker.prof" if profile else None
+    if prof_path is not None and prof_path.exists():
+        prof_path.unlink()
+
+    # Resolve names into Target objects (a str entry is an unavailable peer's skip reason).
+    items = parse_targets(targets) if isinstance(targets, str) else list(targets)
+    plan: list[tuple[str, Target | str]] = []
+    for item in items:
+        if isinstance(item, Target):
+            plan.append((item.name, item))
+            continue
+        name = parse_targets([item])[0]
+        if name == "logbroker":
+            log_path = out / "logbroker-server.log"
+            plan.append((name, logbroker_target(fsync=fsync, profile_path=prof_path, log_path=log_path)))
+        elif name == "tansu":
+            plan.append((name, tansu_target()))
+        else:
+            plan.append((name, kafka_target(kafka_jar_dir)))
+    resolved = [t for _, t in plan if isinstance(t, Target)]
+    if profile and "logbroker" not in [name for name, _ in plan]:
+        console.print("[yellow]--profile only applies to the logbroker target, which is not selected[/]")
+
+    results: dict[str, Any] = {
+        "schema": 1,
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine_info(),
+        "versions": versions(),
+        "parameters": {
+            "quick": quick,
+            "records_100B": n100,
+            "records_1KB": n1k,
+            "record_sizes_bytes": RECORD_SIZES,
+            "latency_samples": n_lat,
+            "latency_warmup": LATENCY_WARMUP,
+            "workloads": selected,
+            "group_first_assignment_samples": n_groups[0],
+            "group_rebalance_samples": n_groups[1],
+            "group_rebalance_members": REBALANCE_MEMBERS,
+            "group_rebalance_partitions": REBALANCE_PARTITIONS,
+            "group_consumer_config": group_consumer_config("<bootstrap>", "bench-first-<random>"),
+            "group_rebalance_consumer_config": rebalance_consumer_config("<bootstrap>", "bench-rebalance-<random>"),
+            "consume_batch": CONSUME_BATCH,
+            "partitions": 1,
+            "fsync": fsync,
+            "profile": profile,
+            "targets": [name for name, _ in plan],
+            "producer_config": producer_config("<bootstrap>"),
+            "latency_producer_config": latency_producer_config("<bootstrap>"),
+            "consumer_config": {**consumer_config("<bootstrap>"), "group.id": "bench-<random>"},
+            "MB": MB,
+        },
+        "metric_definitions": [dataclasses.asdict(m) for m in METRICS],
+        "targets": {},
+    }
+
+    json_path = out / "results.json"
+    handler = logging.FileHandler(out / "client.log", mode="w")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    _CLIENT_LOGGER.addHandler(handler)
+    _CLIENT_LOGGER.propagate = False
+    _CLIENT_LOGGER.setLevel(logging.INFO)
+    counts = {"100B": n100, "1KB": n1k}
+    steps_per_target = 2 * len(counts) + 1 + (1 if any(n_groups) else 0)
+    try:
+        with Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+        ) as progress:
+            overall = progress.add_task("all targets", total=steps_per_target * len(resolved))
+            step_task = progress.add_task("", total=1)
+            done = 0
+            for name, target in plan:
+                if isinstance(target, str):
+                    results["targets"][name] = {"status": "skipped", "error": target, "metrics": {}}
+                    progress.console.print(f"[yellow]skipping {name}:[/] {target}")
+                    continue
+                if done:
+                    time.sleep(1.0)  # let the previous broker's exit settle before timing again
+                res = _run_target(target, counts, n_lat, progress, step_task, overall, n_groups)
+                results["targets"][name] = res
+                done += 1
+                progress.update(overall, completed=steps_per_target * done)
+                if res["status"] == "skipped":
+                    progress.console.print(f"[yellow]skipping {name}:[/] {res['error']}")
+                elif res["status"] != "ok":
+                    progress.console.print(f"[red]{name} {res['status']}:[/] {res['error']}")
+                _write_json(results, json_path)
+            progress.update(step_task, visible=False)
+    finally:
+        _CLIENT_LOGGER.removeHandler(handler)
+        handler.close()
+
+    results["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    results["ratios"] = _ratios(results)
+    files: dict[str, str] = {"json": str(json_path)}
+    if chart:
+        try:
+            png = write_chart(results, out / "results.png")
+        except ImportError as exc:
+            console.print(f"[yellow]no chart:[/] {exc}")
+        else:
+            if png is not None:
+                files["chart"] = str(png)
+    if prof_path is not None:
+        if prof_path.exists():
+            report = _profile_report(prof_path)
+            (out / "logbroker-profile.txt").write_text(report)
+            files["profile"] = str(prof_path)
+            files["profile_text"] = str(out / "logbroker-profile.txt")
+        else:
+            console.print("[yellow]profile requested but the server wrote no profile file[/]")
+    results["files"] = files
+    _write_json(results, json_path)
+
+    console.print(render_table(results))
+    for name, res in results["targets"].items():
+        if res.get("notes"):
+            console.print(f"[dim]{name}: {res['notes']}[/]")
+    if "profile_text" in files:
+        console.print("[bold]logbroker server profile, top 25 by cumulative time[/] (main thread only)")
+        console.print(Path(files["profile_text"]).read_text(), markup=False, highlight=False)
+    console.print(f"results: {json_path}" + (f", chart: {files['chart']}" if "chart" in files else ""))
+    return results

@@ -1,0 +1,242 @@
+"""What a handler may use of the broker: topics and partition logs, durability, coordinators, settings.
+
+Handlers receive a `BrokerContext` and nothing else: never the server, its connections or its tasks.
+The context owns the broker's state on one data directory (storage, flusher, group coordinator,
+producer ids) and its life cycle; `server.py` owns sockets only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import uuid
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from logbroker.config import BrokerSettings
+from logbroker.protocol import ApiSpec, ErrorCode
+from logbroker.storage import LogConfig, LogManager, PartitionLog
+from logbroker.storage.manager import TopicError, TopicMeta, validate_topic_name
+
+from .flusher import Flusher
+from .groups.coordinator import Coordinator, CoordinatorConfig
+from .groups.store import GroupStore
+from .producer_ids import ProducerIdAllocator
+
+log = logging.getLogger("logbroker.broker")
+
+PartitionKey = tuple[str, int]
+
+
+class NoResponse:
+    """A handler result meaning: send nothing (acks=0), optionally closing the connection after."""
+
+    __slots__ = ("close",)
+
+    def __init__(self, close: bool = False) -> None:
+        self.close = close
+
+
+NO_RESPONSE = NoResponse()
+NO_RESPONSE_CLOSE = NoResponse(close=True)
+
+
+class BrokerContext:
+    """The broker's state on one data directory, as handlers see it."""
+
+    def __init__(self, settings: BrokerSettings, apis: Mapping[int, ApiSpec]) -> None:
+        self.settings = settings
+        self.apis = apis  # what this broker serves, from the handlers' declarations (ApiVersions answers it)
+        self.node_id = settings.node_id
+        self.host, self.port = settings.advertised
+        self.flusher = Flusher(settings.fsync, settings.fsync_interval_ms)
+        self.cluster_id = ""
+        self._logs: LogManager | None = None
+        self._groups: Coordinator | None = None
+        self._producer_ids: ProducerIdAllocator | None = None
+        self._append_waiters: dict[PartitionKey, set[asyncio.Future[None]]] = {}
+        self._stopping = False
+
+    # ------------------------------------------------------------------ life cycle (the server's)
+
+    @property
+    def log_defaults(self) -> LogConfig:
+        s = self.settings
+        return LogConfig(
+            segment_bytes=s.segment_bytes,
+            segment_ms=s.segment_ms,
+            retention_ms=s.retention_ms,
+            retention_bytes=s.retention_bytes,
+            max_message_bytes=s.message_max_bytes,
+        )
+
+    @property
+    def clean_start(self) -> bool:
+        return self._storage.clean_start
+
+    def open(self) -> None:
+        """Open the data directory (recovering it if needed) and start the background services."""
+        s = self.settings
+        data = Path(s.data_dir)
+        self._logs = LogManager(data, self.log_defaults)
+        self.cluster_id = _cluster_id(data)
+        self._producer_ids = ProducerIdAllocator(data / "__producer_ids")
+        self._groups = Coordinator(
+            GroupStore(data, self._logs.clean_start),
+            CoordinatorConfig(
+                initial_rebalance_delay_ms=s.group_initial_rebalance_delay_ms,
+                min_session_timeout_ms=s.group_min_session_timeout_ms,
+                max_session_timeout_ms=s.group_max_session_timeout_ms,
+                offsets_retention_ms=s.offsets_retention_minutes * 60_000,
+                consumer_session_timeout_ms=s.group_consumer_session_timeout_ms,
+                consumer_heartbeat_interval_ms=s.group_consumer_heartbeat_interval_ms,
+            ),
+            self._persist_internal,
+            self._topic_table,
+        )
+        self._groups.start()
+        self.flusher.start()
+
+    def begin_stopping(self) -> None:
+        """No new waits: long polls answer at once so connections can drain."""
+        self._stopping = True
+        for fut in itertools.chain.from_iterable(self._append_waiters.values()):
+            if not fut.done():
+                fut.set_result(None)
+
+    async def close(self) -> None:
+        """Stop the coordinators, sync everything outstanding, release the data directory."""
+        self.begin_stopping()
+        if self._groups is not None:
+            await self._groups.stop()
+        await self.flusher.close()
+        if self._groups is not None:
+            self._groups.store.close()
+        if self._logs is not None:
+            self._logs.close()
+
+    def enforce_retention(self) -> int:
+        return self._storage.enforce_retention() if self._logs is not None else 0
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    # ------------------------------------------------------------------ topics
+
+    @property
+    def _storage(self) -> LogManager:
+        if self._logs is None:
+            raise RuntimeError("the broker context is not open")
+        return self._logs
+
+    @property
+    def groups(self) -> Coordinator:
+        if self._groups is None:
+            raise RuntimeError("the broker context is not open")
+        return self._groups
+
+    @property
+    def producer_ids(self) -> ProducerIdAllocator:
+        if self._producer_ids is None:
+            raise RuntimeError("the broker context is not open")
+        return self._producer_ids
+
+    def topic(self, name: str) -> TopicMeta | None:
+        return self._storage.topics.get(name)
+
+    def topics(self, include_internal: bool = True) -> Iterable[TopicMeta]:
+        return [m for m in self._storage.topics.values() if include_internal or not m.internal]
+
+    def topic_by_id(self, topic_id: uuid.UUID | str) -> TopicMeta | None:
+        return self._storage.topic_by_id(str(topic_id))
+
+    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._storage.get(topic, partition)
+
+    def ensure_topic(self, topic: str, allow_auto_create: bool = True) -> ErrorCode:
+        """NONE when `topic` exists or was just auto-created (Kafka's auto.create.topics.enable)."""
+        if topic in self._storage.topics:
+            return ErrorCode.NONE
+        try:
+            validate_topic_name(topic)
+        except TopicError as exc:
+            return exc.error
+        if not (allow_auto_create and self.settings.auto_create_topics):
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        self._storage.create_topic(topic, self.settings.num_partitions)
+        return ErrorCode.NONE
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str | None] | None = None) -> TopicMeta:
+        return self._storage.create_topic(name, partitions, configs)
+
+    def create_partitions(self, name: str, count: int) -> None:
+        self._storage.create_partitions(name, count)
+
+    def delete_topic(self, name: str) -> TopicMeta:
+        """Delete a topic, wake its long polls and drop it from groups' offsets and assignments."""
+        meta = self._storage.delete_topic(name)
+        for i in range(meta.partitions):
+            self._wake((meta.name, i))
+        self.groups.forget_topic(meta.name)
+        return meta
+
+    def _topic_table(self) -> dict[str, tuple[str, int]]:
+        return {n: (m.topic_id, m.partitions) for n, m in self._storage.topics.items() if not m.internal}
+
+    # ------------------------------------------------------------------ the data path
+
+    def appended(self, plog: PartitionLog, topic: str, partition: int) -> None:
+        """Record a write for the next fsync round and wake long polls waiting on the partition."""
+        self.flusher.written(plog)
+        self._wake((topic, partition))
+
+    async def sync(self) -> None:
+        """Return once every write so far is durable under the fsync policy."""
+        await self.flusher.commit()
+
+    async def _persist_internal(self, plog: PartitionLog) -> None:
+        """Internal records (group state, offsets) are durable under the same policy as data."""
+        self.flusher.written(plog)
+        await self.flusher.commit()
+
+    def _wake(self, key: PartitionKey) -> None:
+        waiters = self._append_waiters.pop(key, None)
+        if waiters:
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
+
+    async def wait_for_data(self, keys: list[PartitionKey], timeout: float) -> None:
+        """Long poll: wake when any of these partitions gets data, or after `timeout` seconds."""
+        if timeout <= 0 or not keys or self._stopping:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        for k in keys:
+            self._append_waiters.setdefault(k, set()).add(fut)
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            pass
+        finally:
+            for k in keys:
+                s = self._append_waiters.get(k)
+                if s is not None:
+                    s.discard(fut)
+                    if not s:
+                        del self._append_waiters[k]
+
+
+def _cluster_id(data: Path) -> str:
+    """A stable cluster id per data directory (Kafka's meta.properties role)."""
+    p = data / "cluster-id"
+    try:
+        return p.read_text().strip()
+    except FileNotFoundError:
+        cid = uuid.uuid4().hex[:22]
+        tmp = p.with_suffix(".tmp")
+        tmp.write_text(cid)
+        os.replace(tmp, p)
+        return cid

@@ -1,0 +1,56 @@
+"""Handlers declare the API and versions they serve; dispatch and ApiVersions are built from that.
+
+Each module under `broker/handlers/` decorates its entry point with `@handles(ApiKey.X, lo, hi)`, so a new
+API is one new file: `broker.handlers.registry()` imports every module of that package and returns what
+registered. This module imports no handler, so handlers may import it without a loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from logbroker.protocol import ApiSpec, api
+
+if TYPE_CHECKING:
+    from logbroker.protocol import Request
+
+    from .context import BrokerContext
+
+HandlerFn = Callable[["BrokerContext", "Request"], Any]
+F = TypeVar("F", bound=HandlerFn)
+
+
+@dataclass(frozen=True, slots=True)
+class Handler:
+    spec: ApiSpec
+    fn: HandlerFn
+
+
+_REGISTRY: dict[int, Handler] = {}
+
+
+def handles(key: int, min_version: int, max_version: int, *, rejected_below: int = 0) -> Callable[[F], F]:
+    """Register the decorated function as the handler of API `key` in versions min..max.
+
+    `rejected_below`: versions advertised only for old clients' feature probes and answered with
+    UNSUPPORTED_VERSION (the request still decodes, so the handler can answer in its shape).
+    The function returns a response object, an awaitable of one, or a `NoResponse`.
+    """
+    spec = ApiSpec(api(key), min_version, max_version, rejected_below)
+
+    def register(fn: F) -> F:
+        old = _REGISTRY.get(spec.key)
+        if old is not None and (old.fn.__module__, old.fn.__qualname__) != (fn.__module__, fn.__qualname__):
+            raise RuntimeError(f"two handlers for {spec.name}: {old.fn.__module__} and {fn.__module__}")
+        _REGISTRY[spec.key] = Handler(spec, fn)
+        return fn
+
+    return register
+
+
+def registered() -> Mapping[int, Handler]:
+    """What has registered so far (`broker.handlers.registry()` imports every handler first)."""
+    return MappingProxyType(_REGISTRY)

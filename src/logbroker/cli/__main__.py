@@ -1,0 +1,3 @@
+from logbroker.cli import main
+
+main()

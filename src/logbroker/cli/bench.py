@@ -1,0 +1,66 @@
+"""`logbroker bench`. The benchmark itself is tooling (`logbroker.bench`), loaded only when the command runs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+
+@click.command()
+@click.option("--targets", default="logbroker,tansu,kafka", show_default=True, help="Comma list of brokers to run.")
+@click.option(
+    "--workloads",
+    default="throughput,latency,groups",
+    show_default=True,
+    help="Comma list: throughput (produce/consume), latency (acks=all), groups (assignment and rebalance times).",
+)
+@click.option("--quick", is_flag=True, help="About 10x fewer records.")
+@click.option("--records-100b", type=int, help="100-byte records to produce and consume.")
+@click.option("--records-1kb", type=int, help="1 KB records to produce and consume.")
+@click.option("--latency-samples", type=int, help="Sequential acks=all produces.")
+@click.option("--out", default="bench-results", show_default=True, type=click.Path(path_type=Path))
+@click.option("--fsync", type=click.Choice(["always", "interval", "never"]), default="always", show_default=True)
+@click.option("--profile", is_flag=True, help="Run the logbroker server under cProfile and print where time goes.")
+@click.option("--kafka-jar-dir", type=click.Path(path_type=Path), help="Apache Kafka jars (default .ci/cache/jars).")
+@click.option("--no-chart", is_flag=True)
+def bench(
+    targets: str,
+    workloads: str,
+    quick: bool,
+    records_100b: int | None,
+    records_1kb: int | None,
+    latency_samples: int | None,
+    out: Path,
+    fsync: str,
+    profile: bool,
+    kafka_jar_dir: Path | None,
+    no_chart: bool,
+) -> None:
+    """Throughput, acks=all latency and consumer-group timings, logbroker and its peers side by side."""
+    from logbroker.bench import parse_targets, parse_workloads, run_bench
+
+    try:
+        names = parse_targets(targets)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--targets") from None
+    try:
+        selected = parse_workloads(workloads)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--workloads") from None
+    results = run_bench(
+        names,
+        quick=quick,
+        records_100b=records_100b,
+        records_1kb=records_1kb,
+        latency_samples=latency_samples,
+        out_dir=out,
+        fsync=fsync,
+        profile=profile,
+        kafka_jar_dir=kafka_jar_dir,
+        chart=not no_chart,
+        workloads=selected,
+    )
+    if any(r["status"] not in ("ok", "skipped") for r in results["targets"].values()):
+        sys.exit(1)
