@@ -791,3 +791,24 @@ def test_truncated_varint_raises_invalid_batch(n: int, data: st.DataObject) -> N
 def test_overlong_varint_raises_invalid_batch() -> None:
     with pytest.raises(InvalidBatch):
         read_varint(b"\xff" * 11, 0)
+
+
+def test_buffer_pool_reuses_warm_buffers_within_its_bounds() -> None:
+    from logbroker.protocol.buffers import POOLED_MIN, BufferPool
+
+    pool = BufferPool(max_bytes=8 * POOLED_MIN, max_buffers=3)
+    a = pool.take(POOLED_MIN + 1)
+    assert len(a) == 2 * POOLED_MIN  # powers of two, so slightly different sizes reuse one buffer
+    pool.give(a)
+    assert pool.take(POOLED_MIN + 100) is a and pool.pooled_bytes == 0
+    small = bytearray(100)
+    pool.give(small)  # too small to keep
+    assert pool.pooled_bytes == 0
+    bufs = [pool.take(POOLED_MIN) for _ in range(5)]
+    for b in bufs:
+        pool.give(b)
+    assert pool.pooled_bytes == 3 * POOLED_MIN  # at most three kept, the newest
+    assert pool.take(POOLED_MIN) in bufs[2:]
+    huge = bytearray(16 * POOLED_MIN)
+    pool.give(huge)  # over the byte bound on its own: dropped
+    assert all(pool.take(POOLED_MIN) is not huge for _ in range(3))

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from logbroker.config import BrokerSettings
 from logbroker.protocol import ApiSpec, ErrorCode
+from logbroker.protocol.buffers import BufferPool
 from logbroker.storage import LogConfig, LogManager, PartitionLog
 from logbroker.storage.manager import TopicError, TopicMeta, validate_topic_name
 
@@ -58,6 +59,7 @@ class BrokerContext:
         self._producer_ids: ProducerIdAllocator | None = None
         self._append_waiters: dict[PartitionKey, set[asyncio.Future[None]]] = {}
         self._stopping = False
+        self.read_buffers = BufferPool()  # fetch reads land here, reused across requests
 
     # ------------------------------------------------------------------ life cycle (the server's)
 

@@ -263,6 +263,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             frame = fut.result()
             if frame is not None and t is not None and not self._closed:
                 t.write(frame)  # sent at once when the socket takes it; only an unsent rest is copied
+                self.codec.sent(frame)
         if self._close_after_drain and not self.pending:
             self.close()
             return

@@ -10,10 +10,11 @@ import mmap
 import struct
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .apis import ApiSpec
+from .buffers import BufferPool
 from .errors import ErrorCode, FrameTooLarge, ProtocolError
 from .messages import (
     API_VERSIONS_KEY,
@@ -22,6 +23,7 @@ from .messages import (
     encode_response_frame,
     is_flexible,
     parse_request_header,
+    release_frame,
     skip_tagged_fields,
 )
 
@@ -42,6 +44,8 @@ class Request:
     size: int = 0
     client_host: str = ""
     response_size_hint: int = 0  # bytes the handler expects its response to take (a fetch's records)
+    # Buffers the response refers to (a fetch's records), given back to their pool once it is encoded.
+    lent: list[tuple[BufferPool, bytearray]] = field(default_factory=list)
 
     @property
     def api_key(self) -> int:
@@ -161,7 +165,16 @@ class ServerConnection:
     def encode_response(self, req: Request, response: Any, version: int | None = None) -> memoryview:
         assert req.spec is not None
         v = req.version if version is None else version
-        return encode_response_frame(req.spec, v, req.header.correlation_id, response, req.response_size_hint)
+        frame = encode_response_frame(req.spec, v, req.header.correlation_id, response, req.response_size_hint)
+        for pool, buf in req.lent:
+            pool.give(buf)
+        req.lent.clear()
+        return frame
+
+    @staticmethod
+    def sent(frame: memoryview) -> None:
+        """`frame` (from `encode_response`) has been handed to the transport: its buffer may be reused."""
+        release_frame(frame)
 
 
 def parse_request(frame: memoryview, apis: Mapping[int, ApiSpec]) -> Request:

@@ -14,6 +14,7 @@ from typing import Any
 from kafka.protocol.schemas.fields.codecs.encode_buffer import EncodeBuffer
 
 from .apis import ApiSpec
+from .buffers import POOLED_MIN, RESPONSE_BUFFERS, BufferPool
 from .errors import ErrorCode, ProtocolError
 from .produce import FIRST_TOPIC_ID_VERSION, decode_produce
 
@@ -165,12 +166,18 @@ _frame_encoders: dict[tuple[int, int], Any] = {}
 
 
 def encode_response_frame(
-    spec: ApiSpec, version: int, correlation_id: int, response: Any, size_hint: int = 0
+    spec: ApiSpec,
+    version: int,
+    correlation_id: int,
+    response: Any,
+    size_hint: int = 0,
+    pool: BufferPool = RESPONSE_BUFFERS,
 ) -> memoryview:
-    """The whole response frame (size, header, body) in one buffer of its own, written once.
+    """The whole response frame (size, header, body) in one buffer, written once.
 
     Encoding in place behind a reserved header saves joining a header to a body; a size hint (a fetch
-    response's record bytes) saves regrowing the buffer, which copies everything encoded so far.
+    response's record bytes) saves regrowing the buffer, which copies everything encoded so far, and
+    takes a warm buffer from `pool` (give it back with `release_frame` once it is sent).
     """
     head = _FRAME_HEAD_FLEX if spec.key != API_VERSIONS_KEY and is_flexible(spec, version) else _FRAME_HEAD
     key = (spec.key, version)
@@ -179,7 +186,8 @@ def encode_response_frame(
         flex = is_flexible(spec, version)
         struct_ = spec.response[None]._struct
         enc = _frame_encoders[key] = struct_.compiled_encode_into(version, compact=flex, tagged=flex)
-    out = EncodeBuffer(max(size_hint + 4096, 512))
+    out = EncodeBuffer.__new__(EncodeBuffer)
+    out.buf = pool.take(size_hint + 4096) if size_hint + 4096 >= POOLED_MIN else bytearray(4096)
     out.pos = head.size
     enc(response, out)
     buf, end = out.buf, out.pos
@@ -188,6 +196,14 @@ def encode_response_frame(
     else:
         head.pack_into(buf, 0, end - 4, correlation_id)
     return memoryview(buf)[:end]
+
+
+def release_frame(frame: memoryview, pool: BufferPool = RESPONSE_BUFFERS) -> None:
+    """Hand a sent frame's buffer back for reuse (the caller keeps no other view of it)."""
+    buf = frame.obj
+    frame.release()
+    if isinstance(buf, bytearray):
+        pool.give(buf)
 
 
 def frame_response(spec: ApiSpec, version: int, correlation_id: int, body: bytes) -> list[bytes]:

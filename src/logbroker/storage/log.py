@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from logbroker.protocol.buffers import BufferPool
 from logbroker.protocol.records import BatchHeader, assign_offsets, decode_batch, stamp_log_append_time
 
 from .producers import BatchMeta, ProducerStateTable
@@ -208,8 +209,10 @@ class PartitionLog:
         i = bisect.bisect_right([s.base_offset for s in self.segments], offset) - 1
         return max(i, 0)
 
-    def read(self, offset: int, max_bytes: int, first_whole: bool = True) -> bytes | memoryview:
-        """Whole batches starting with the one that holds `offset`."""
+    def read(
+        self, offset: int, max_bytes: int, first_whole: bool = True, pool: BufferPool | None = None
+    ) -> memoryview:
+        """Whole batches starting with the one that holds `offset` (in a buffer from `pool`, if given)."""
         if offset < self.log_start_offset or offset > self.next_offset:
             raise OffsetOutOfRange(
                 f"offset {offset} is outside [{self.log_start_offset}, {self.next_offset}] of {self.dir.name}"
@@ -219,9 +222,9 @@ class PartitionLog:
             seg = self.segments[i]
             pos, h = seg.position_of(offset)
             if h is not None:
-                return seg.read(pos, max_bytes, first_whole)
+                return seg.read(pos, max_bytes, first_whole, pool)
             i += 1
-        return b""
+        return memoryview(b"")
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= `timestamp`, or None."""

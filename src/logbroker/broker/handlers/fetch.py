@@ -26,18 +26,25 @@ PD = TR.PartitionData
 async def handle(ctx: BrokerContext, req: Request) -> R:
     body = req.body
     if req.version_error is not None:
-        return _collect(ctx, body, req.version, error=E.UNSUPPORTED_VERSION)[0]
+        return _collect(ctx, body, req.version, [], error=E.UNSUPPORTED_VERSION)[0]
     deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000
     while True:
-        resp, total, keys = _collect(ctx, body, req.version)
+        lent: list[bytearray] = []
+        resp, total, keys = _collect(ctx, body, req.version, lent)
         remaining = deadline - time.monotonic()
         if total >= max(body.min_bytes, 1) or remaining <= 0 or not keys or ctx.stopping:
             req.response_size_hint = total + 64 * len(keys)  # one response buffer, never regrown
+            req.lent.extend((ctx.read_buffers, buf) for buf in lent)  # back to the pool once encoded
             return resp
+        del resp
+        for buf in lent:  # this round's answer is dropped: its read buffers are free again
+            ctx.read_buffers.give(buf)
         await ctx.wait_for_data(keys, remaining)
 
 
-def _collect(ctx: BrokerContext, body: Any, version: int, error: int = 0) -> tuple[R, int, list[tuple[str, int]]]:
+def _collect(
+    ctx: BrokerContext, body: Any, version: int, lent: list[bytearray], error: int = 0
+) -> tuple[R, int, list[tuple[str, int]]]:
     limit = body.max_bytes if version >= 3 and body.max_bytes > 0 else 0x7FFFFFFF
     total = 0
     keys: list[tuple[str, int]] = []
@@ -53,11 +60,13 @@ def _collect(ctx: BrokerContext, body: Any, version: int, error: int = 0) -> tup
             if version >= 9 and p.current_leader_epoch > 0:
                 parts.append(_pd(p.partition, E.UNKNOWN_LEADER_EPOCH, hwm, plog.log_start_offset))
                 continue
-            data = b""
+            data: bytes | memoryview = b""
             try:
                 room = min(p.partition_max_bytes, limit - total)
                 if room > 0 or total == 0:
-                    data = plog.read(p.fetch_offset, max(room, 1), first_whole=total == 0)
+                    data = plog.read(p.fetch_offset, max(room, 1), first_whole=total == 0, pool=ctx.read_buffers)
+                    if isinstance(data.obj, bytearray):
+                        lent.append(data.obj)
             except OffsetOutOfRange as exc:
                 log.info("fetch from %s-%d: OFFSET_OUT_OF_RANGE: %s", t.topic, p.partition, exc)
                 parts.append(_pd(p.partition, E.OFFSET_OUT_OF_RANGE, hwm, plog.log_start_offset))
