@@ -77,6 +77,16 @@ def _compiled_java_client_tool() -> JavaClientTool:
     return tool
 
 
+def target_bootstrap(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Body of a module fixture parametrized with `both_targets()`: the shared logbroker process, or an
+    Apache Kafka started once for the module (`yield from target_bootstrap(request)`)."""
+    if request.param == "logbroker":
+        yield request.getfixturevalue("broker").bootstrap
+        return
+    with kafka_peer() as kafka:
+        yield kafka
+
+
 def require_spark(*modules: str) -> None:
     """pyspark (and any other named module), a JVM and the connector jars, or skip/fail per missing_tool."""
     from logbroker import jars

@@ -9,7 +9,7 @@ import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from support import both_targets, create_topic, kafka_peer, unique
+from support import both_targets, create_topic, target_bootstrap, unique
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -17,11 +17,7 @@ pytestmark = pytest.mark.timeout(180)
 @pytest.fixture(scope="module", params=both_targets())
 def bootstrap(request: pytest.FixtureRequest) -> Iterator[str]:
     """The broker under test (the param id names it); Kafka starts once for the module."""
-    if request.param == "logbroker":
-        yield request.getfixturevalue("broker").bootstrap
-        return
-    with kafka_peer() as kafka:
-        yield kafka
+    yield from target_bootstrap(request)
 
 
 def _produce_batch(bootstrap: str, topic: str, stamps: list[int]) -> None:

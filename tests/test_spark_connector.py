@@ -31,7 +31,7 @@ import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from support import both_targets, kafka_peer, read_topic, spark_session, unique
+from support import both_targets, read_topic, spark_session, target_bootstrap, unique
 from support import create_topic as create_topic_named
 
 if TYPE_CHECKING:
@@ -69,11 +69,7 @@ class Rec:
 @pytest.fixture(scope="module", params=both_targets())
 def bootstrap(request: pytest.FixtureRequest) -> Iterator[str]:
     """The broker under test (the param id names it); Kafka starts once for the module."""
-    if request.param == "logbroker":
-        yield request.getfixturevalue("broker").bootstrap
-        return
-    with kafka_peer() as kafka:
-        yield kafka
+    yield from target_bootstrap(request)
 
 
 @pytest.fixture(scope="module")

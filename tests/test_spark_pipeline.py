@@ -25,7 +25,7 @@ import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from support import both_targets, kafka_peer, missing_tool, read_topic, spark_session, unique
+from support import both_targets, missing_tool, read_topic, spark_session, target_bootstrap, unique
 from support import create_topic as create_named_topic
 
 if TYPE_CHECKING:
@@ -52,11 +52,7 @@ def spark() -> Iterator[SparkSession]:
 @pytest.fixture(scope="module", params=both_targets())
 def backend(request: pytest.FixtureRequest) -> Iterator[str]:
     """Bootstrap of the broker under test: the shared logbroker process, then Apache Kafka."""
-    if request.param == "logbroker":
-        yield request.getfixturevalue("broker").bootstrap
-        return
-    with kafka_peer() as kafka:
-        yield kafka
+    yield from target_bootstrap(request)
 
 
 # ------------------------------------------------------------------------------------------ helpers

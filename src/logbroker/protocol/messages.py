@@ -16,6 +16,7 @@ from kafka.protocol.schemas.fields.codecs.encode_buffer import EncodeBuffer
 from .apis import ApiSpec
 from .buffers import POOLED_MIN, RESPONSE_BUFFERS, BufferPool
 from .errors import ErrorCode, ProtocolError
+from .primitives import skip_tagged_fields
 from .produce import FIRST_TOPIC_ID_VERSION, decode_produce
 
 PRODUCE_KEY = 0
@@ -36,20 +37,6 @@ class RequestHeader:
     client_id: str | None
 
 
-def read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
-    shift = 0
-    v = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        v |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return v, pos
-        shift += 7
-        if shift > 35:
-            raise ProtocolError("unsigned varint too long")
-
-
 def parse_request_header(frame: memoryview) -> tuple[RequestHeader, int]:
     """Parse header v1/v2 (client id is a classic nullable string in both); returns the body position.
 
@@ -67,17 +54,6 @@ def parse_request_header(frame: memoryview) -> tuple[RequestHeader, int]:
         client_id = bytes(frame[pos : pos + n]).decode("utf-8", "replace")
         pos += n
     return RequestHeader(api_key, api_version, correlation_id, client_id), pos
-
-
-def skip_tagged_fields(frame: memoryview, pos: int) -> int:
-    count, pos = read_uvarint(frame, pos)
-    for _ in range(count):
-        _tag, pos = read_uvarint(frame, pos)
-        size, pos = read_uvarint(frame, pos)
-        pos += size
-    if pos > len(frame):
-        raise ProtocolError("tagged fields overrun the request header")
-    return pos
 
 
 _decoders: dict[tuple[int, int], Any] = {}

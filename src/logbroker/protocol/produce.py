@@ -14,6 +14,7 @@ import struct
 from typing import Any
 
 from .errors import ProtocolError
+from .primitives import Truncated, read_uvarint, skip_tagged_fields
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -38,35 +39,6 @@ def _new(cls: Any, version: int) -> Any:
     return obj
 
 
-def _uvarint(mv: memoryview, pos: int) -> tuple[int, int]:
-    b = mv[pos]
-    if b < 0x80:
-        return b, pos + 1
-    value, shift = b & 0x7F, 7
-    while True:
-        pos += 1
-        b = mv[pos]
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos + 1
-        shift += 7
-        if shift > 28:
-            raise ProtocolError("unsigned varint too long")
-
-
-def _skip_tags(mv: memoryview, pos: int) -> int:
-    if mv[pos] == 0:
-        return pos + 1
-    count, pos = _uvarint(mv, pos)
-    for _ in range(count):
-        _tag, pos = _uvarint(mv, pos)
-        size, pos = _uvarint(mv, pos)
-        pos += size
-    if pos > len(mv):
-        raise _Overrun
-    return pos
-
-
 def _text(mv: memoryview, pos: int, n: int, name: str, what: str) -> str:
     if pos + n > len(mv):
         raise _Overrun
@@ -84,7 +56,7 @@ def decode_produce(request_cls: Any, version: int, frame: memoryview, pos: int) 
     decode = _decode_flexible if version >= FIRST_FLEXIBLE_VERSION else _decode_classic
     try:
         return decode(request_cls, version, frame, pos, name)
-    except (_Overrun, struct.error, IndexError):
+    except (_Overrun, Truncated, struct.error, IndexError):
         raise ProtocolError(f"{name} overruns its frame ({len(frame)} bytes)") from None
 
 
@@ -148,14 +120,14 @@ def _decode_classic(cls: Any, version: int, mv: memoryview, pos: int, name: str)
 def _decode_flexible(cls: Any, version: int, mv: memoryview, pos: int, name: str) -> Any:
     end = len(mv)
     body = _new(cls, version)
-    n, pos = _uvarint(mv, pos)
+    n, pos = read_uvarint(mv, pos)
     if n:
         body.transactional_id = _text(mv, pos, n - 1, name, "transactional_id")
         pos += n - 1
     else:
         body.transactional_id = None
     body.acks, body.timeout_ms = _ACKS_TIMEOUT.unpack_from(mv, pos)
-    count, pos = _uvarint(mv, pos + 6)
+    count, pos = read_uvarint(mv, pos + 6)
     if not count:
         raise _null(name, "topic_data")
     count -= 1
@@ -166,11 +138,11 @@ def _decode_flexible(cls: Any, version: int, mv: memoryview, pos: int, name: str
     topics = []
     for i in range(count):
         topic = _new(topic_cls, version)
-        n, pos = _uvarint(mv, pos)
+        n, pos = read_uvarint(mv, pos)
         if not n:
             raise _null(name, f"topic_data[{i}].name")
         topic.name = _text(mv, pos, n - 1, name, f"topic_data[{i}].name")
-        nparts, pos = _uvarint(mv, pos + n - 1)
+        nparts, pos = read_uvarint(mv, pos + n - 1)
         if not nparts:
             raise _null(name, f"topic_data[{i}].partition_data")
         nparts -= 1
@@ -180,7 +152,7 @@ def _decode_flexible(cls: Any, version: int, mv: memoryview, pos: int, name: str
         for _ in range(nparts):
             part = _new(part_cls, version)
             part.index = _I32.unpack_from(mv, pos)[0]
-            n, pos = _uvarint(mv, pos + 4)
+            n, pos = read_uvarint(mv, pos + 4)
             if n:
                 n -= 1
                 if pos + n > end:
@@ -189,11 +161,11 @@ def _decode_flexible(cls: Any, version: int, mv: memoryview, pos: int, name: str
                 pos += n
             else:
                 part.records = None
-            pos = _skip_tags(mv, pos)
+            pos = skip_tagged_fields(mv, pos)
             parts.append(part)
         topic.partition_data = parts
-        pos = _skip_tags(mv, pos)
+        pos = skip_tagged_fields(mv, pos)
         topics.append(topic)
     body.topic_data = topics
-    _skip_tags(mv, pos)
+    skip_tagged_fields(mv, pos)
     return body

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
+from logbroker.storage import PartitionLog
 from logbroker.storage.log import OffsetOutOfRange
 
 from ..context import BrokerContext
 from ..dispatch import handles
+from ._partitions import by_partition
 
 API = api(ApiKey.DeleteRecords)
 R = API.response
@@ -17,27 +21,15 @@ PR = TR.DeleteRecordsPartitionResult
 
 @handles(ApiKey.DeleteRecords, 0, 2)
 def handle(ctx: BrokerContext, req: Request) -> R:
-    topics = []
-    for t in req.body.topics:
-        parts = []
-        for p in t.partitions:
-            plog = ctx.get_log(t.name, p.partition_index)
-            if plog is None:
-                parts.append(
-                    PR(
-                        partition_index=p.partition_index,
-                        low_watermark=-1,
-                        error_code=E.UNKNOWN_TOPIC_OR_PARTITION,
-                    )
-                )
-                continue
-            try:
-                target = plog.next_offset if p.offset == -1 else p.offset
-                low = plog.delete_records_before(target)
-                parts.append(PR(partition_index=p.partition_index, low_watermark=low, error_code=0))
-            except OffsetOutOfRange:
-                parts.append(
-                    PR(partition_index=p.partition_index, low_watermark=-1, error_code=E.OFFSET_OUT_OF_RANGE)
-                )
-        topics.append(TR(name=t.name, partitions=parts))
-    return R(throttle_time_ms=0, topics=topics)
+    def answer(plog: PartitionLog, p: Any) -> Any:
+        try:
+            low = plog.delete_records_before(plog.next_offset if p.offset == -1 else p.offset)
+        except OffsetOutOfRange:
+            return error(p, E.OFFSET_OUT_OF_RANGE)
+        return PR(partition_index=p.partition_index, low_watermark=low, error_code=0)
+
+    def error(p: Any, code: E) -> Any:
+        return PR(partition_index=p.partition_index, low_watermark=-1, error_code=code)
+
+    rows = by_partition(ctx, req.body.topics, answer, error)
+    return R(throttle_time_ms=0, topics=[TR(name=name, partitions=parts) for name, parts in rows])
