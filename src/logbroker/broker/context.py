@@ -60,6 +60,7 @@ class BrokerContext:
         self._append_waiters: dict[PartitionKey, set[asyncio.Future[None]]] = {}
         self._stopping = False
         self.read_buffers = BufferPool()  # fetch reads land here, reused across requests
+        self.frame_buffers = BufferPool()  # large response frames (the server's connections use it)
 
     # ------------------------------------------------------------------ life cycle (the server's)
 

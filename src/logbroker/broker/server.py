@@ -113,7 +113,8 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self.codec = ServerConnection(broker.context.apis, broker.settings.socket_request_max_bytes)
+        ctx = broker.context
+        self.codec = ServerConnection(ctx.apis, broker.settings.socket_request_max_bytes, ctx.frame_buffers)
         self.transport: asyncio.Transport | None = None
         self.pending: deque[asyncio.Future[memoryview | None]] = deque()
         self.peer = "?"

@@ -4,7 +4,8 @@ A fresh megabyte-sized buffer per fetch response costs more than the copies it r
 hands large blocks back to the kernel on free, so every new one is zeroed and page-faulted again
 (measured: 0.2 ms per 1 MB response, a quarter of the broker's fetch CPU). Frames are taken here when
 encoded and given back once the transport has taken them (asyncio copies whatever it does not send at
-once), so a busy broker keeps reusing a few warm buffers.
+once), so a busy broker keeps reusing a few warm buffers. A pool belongs to one event loop (one broker): it is
+not thread-safe, and several embedded brokers may run in one process.
 """
 
 from __future__ import annotations
@@ -47,5 +48,3 @@ class BufferPool:
     def pooled_bytes(self) -> int:
         return self._bytes
 
-
-RESPONSE_BUFFERS = BufferPool()

@@ -66,8 +66,11 @@ class ServerConnection:
     may patch stored fields (base offsets) in place.
     """
 
-    def __init__(self, apis: Mapping[int, ApiSpec], max_request_bytes: int = 100 * 1024 * 1024) -> None:
+    def __init__(
+        self, apis: Mapping[int, ApiSpec], max_request_bytes: int = 100 * 1024 * 1024, frames: BufferPool | None = None
+    ) -> None:
         self.apis = apis
+        self.frames = frames  # where large response frames come from and go back to (None: fresh each)
         self.max_request_bytes = max_request_bytes
         self._stage = bytearray(_STAGE_BYTES)
         self._start = 0  # first unparsed byte in the staging buffer
@@ -165,16 +168,18 @@ class ServerConnection:
     def encode_response(self, req: Request, response: Any, version: int | None = None) -> memoryview:
         assert req.spec is not None
         v = req.version if version is None else version
-        frame = encode_response_frame(req.spec, v, req.header.correlation_id, response, req.response_size_hint)
+        frame = encode_response_frame(
+            req.spec, v, req.header.correlation_id, response, req.response_size_hint, self.frames
+        )
         for pool, buf in req.lent:
             pool.give(buf)
         req.lent.clear()
         return frame
 
-    @staticmethod
-    def sent(frame: memoryview) -> None:
+    def sent(self, frame: memoryview) -> None:
         """`frame` (from `encode_response`) has been handed to the transport: its buffer may be reused."""
-        release_frame(frame)
+        if self.frames is not None:
+            release_frame(frame, self.frames)
 
 
 def parse_request(frame: memoryview, apis: Mapping[int, ApiSpec]) -> Request:

@@ -14,7 +14,7 @@ from typing import Any
 from kafka.protocol.schemas.fields.codecs.encode_buffer import EncodeBuffer
 
 from .apis import ApiSpec
-from .buffers import POOLED_MIN, RESPONSE_BUFFERS, BufferPool
+from .buffers import POOLED_MIN, BufferPool
 from .errors import ErrorCode, ProtocolError
 from .primitives import skip_tagged_fields
 from .produce import FIRST_TOPIC_ID_VERSION, decode_produce
@@ -147,7 +147,7 @@ def encode_response_frame(
     correlation_id: int,
     response: Any,
     size_hint: int = 0,
-    pool: BufferPool = RESPONSE_BUFFERS,
+    pool: BufferPool | None = None,
 ) -> memoryview:
     """The whole response frame (size, header, body) in one buffer, written once.
 
@@ -163,7 +163,8 @@ def encode_response_frame(
         struct_ = spec.response[None]._struct
         enc = _frame_encoders[key] = struct_.compiled_encode_into(version, compact=flex, tagged=flex)
     out = EncodeBuffer.__new__(EncodeBuffer)
-    out.buf = pool.take(size_hint + 4096) if size_hint + 4096 >= POOLED_MIN else bytearray(4096)
+    want = size_hint + 4096
+    out.buf = pool.take(want) if pool is not None and want >= POOLED_MIN else bytearray(want)
     out.pos = head.size
     enc(response, out)
     buf, end = out.buf, out.pos
@@ -174,7 +175,7 @@ def encode_response_frame(
     return memoryview(buf)[:end]
 
 
-def release_frame(frame: memoryview, pool: BufferPool = RESPONSE_BUFFERS) -> None:
+def release_frame(frame: memoryview, pool: BufferPool) -> None:
     """Hand a sent frame's buffer back for reuse (the caller keeps no other view of it)."""
     buf = frame.obj
     frame.release()
