@@ -70,7 +70,7 @@ def _not_serving(admin: AdminClient, name: str, partitions: Iterable[int], timeo
     request = {TopicPartition(name, p): OffsetSpec.latest() for p in partitions}
     try:
         futures = admin.list_offsets(request, request_timeout=max(0.5, timeout))
-    except (KafkaException, ValueError, TypeError, NotImplementedError) as exc:
+    except (KafkaException, ValueError, TypeError) as exc:
         log.debug("ListOffsets on %s unavailable (%s): trusting metadata", name, exc)
         return None
     for tp, fut in futures.items():
