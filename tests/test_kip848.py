@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
 
 import confluent_kafka as ck
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from logbroker.client import Connection
 from logbroker.protocol.errors import ErrorCode
 from logbroker.protocol.kip848 import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
 from logbroker.testing.process import BrokerProcess
+from support import both_targets, target_bootstrap, unique
+
+
+@pytest.fixture(scope="module", params=both_targets())
+def either(request: pytest.FixtureRequest) -> Iterator[str]:
+    """logbroker or Apache Kafka (the param id names it)."""
+    yield from target_bootstrap(request)
 
 
 def create(bootstrap: str, topic: str, partitions: int) -> None:
@@ -172,3 +180,23 @@ def test_group_state_survives_restart(fresh_broker: BrokerProcess, topic: str, k
     committed = c.committed([ck.TopicPartition(topic, 0), ck.TopicPartition(topic, 1)], timeout=10)
     assert [tp.offset for tp in committed] == [10, 10]
     c.close()
+
+
+def test_partitions_added_to_a_subscribed_topic_are_assigned(either: str) -> None:
+    """The coordinator notices a topic growing (it reads topics on every heartbeat) and assigns the new
+    partitions to the member, as Kafka does."""
+    topic = unique("grow")
+    create(either, topic, 2)
+    events: list = []
+    c = consumer(either, unique("g"), topic, events, "c")
+    try:
+        pump([c], lambda _seen: owned(c) == {0, 1}, timeout=30)
+        admin = AdminClient({"bootstrap.servers": either})
+        admin.create_partitions([NewPartitions(topic, 4)])[topic].result(30)
+        p = ck.Producer({"bootstrap.servers": either})
+        p.produce(topic, b"late", partition=3)
+        assert p.flush(30) == 0
+        seen = pump([c], lambda seen: owned(c) == {0, 1, 2, 3} and "late" in seen, timeout=45)
+        assert seen["late"] == 1
+    finally:
+        c.close()

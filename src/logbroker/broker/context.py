@@ -14,6 +14,7 @@ import os
 import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 from logbroker.config import BrokerSettings
 from logbroker.protocol import ApiSpec, ErrorCode
@@ -59,6 +60,8 @@ class BrokerContext:
         self._producer_ids: ProducerIdAllocator | None = None
         self._append_waiters: dict[PartitionKey, set[asyncio.Future[None]]] = {}
         self._stopping = False
+        self._table: Mapping[str, tuple[str, int]] = MappingProxyType({})
+        self._table_at = -1
         self.read_buffers = BufferPool()  # fetch reads land here, reused across requests
         self.frame_buffers = BufferPool()  # large response frames (the server's connections use it)
 
@@ -186,8 +189,16 @@ class BrokerContext:
         self.groups.forget_topic(meta.name)
         return meta
 
-    def _topic_table(self) -> dict[str, tuple[str, int]]:
-        return {n: (m.topic_id, m.partitions) for n, m in self._storage.topics.items() if not m.internal}
+    def _topic_table(self) -> Mapping[str, tuple[str, int]]:
+        """Name -> (topic id, partitions) of user topics, read by every KIP-848 heartbeat: rebuilt only
+        after a topic is created, grown or deleted."""
+        logs = self._storage
+        if self._table_at != logs.changes:
+            self._table = MappingProxyType(
+                {n: (m.topic_id, m.partitions) for n, m in logs.topics.items() if not m.internal}
+            )
+            self._table_at = logs.changes
+        return self._table
 
     # ------------------------------------------------------------------ the data path
 

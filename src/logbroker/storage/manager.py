@@ -117,6 +117,7 @@ class LogManager:
         self.clean_start = fresh or marker.exists()
         self.topics: dict[str, TopicMeta] = {}
         self._by_id: dict[str, TopicMeta] = {}  # topic id (KIP-516) -> topic, kept with `topics`
+        self.changes = 0  # bumped whenever a topic is created, grown or deleted (for derived tables)
         self.logs: dict[tuple[str, int], PartitionLog] = {}
         self._meta_dir = self.data_dir / TOPICS_DIR
         self._meta_dir.mkdir(exist_ok=True)
@@ -163,6 +164,7 @@ class LogManager:
         self._save_meta(meta)
         self.topics[name] = meta
         self._by_id[meta.topic_id] = meta
+        self.changes += 1
         return meta
 
     def create_partitions(self, name: str, count: int) -> None:
@@ -178,12 +180,14 @@ class LogManager:
             self.logs[(name, i)] = PartitionLog(self._part_dir(name, i), cfg, clean_shutdown=True)
         meta.partitions = count
         self._save_meta(meta)
+        self.changes += 1
 
     def delete_topic(self, name: str) -> TopicMeta:
         meta = self.topics.pop(name, None)
         if meta is None:
             raise TopicError(E.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         self._by_id.pop(meta.topic_id, None)
+        self.changes += 1
         (self._meta_dir / f"{name}.json").unlink(missing_ok=True)
         for i in range(meta.partitions):
             plog = self.logs.pop((name, i), None)
