@@ -46,7 +46,7 @@ from logbroker.protocol.messages import (
     decode_response,
     encode_body,
     encode_request,
-    frame_response,
+    encode_response_frame,
     is_flexible,
     parse_request_header,
 )
@@ -395,7 +395,7 @@ def test_api_versions_other_errors_are_parsed_in_the_request_version() -> None:
     """Only UNSUPPORTED_VERSION forces v0; e.g. Kafka answers INVALID_REQUEST in the request's own version."""
     spec = APIS[API_VERSIONS_KEY]
     resp = spec.response[None](error_code=int(ErrorCode.INVALID_REQUEST), api_keys=[], throttle_time_ms=9)
-    frame = _frame_body(b"".join(frame_response(spec, 3, 5, encode_body(spec, 3, resp))))
+    frame = _frame_body(bytes(encode_response_frame(spec, 3, 5, resp)))
     cid, got = decode_response(spec, 3, frame)
     assert (cid, got.version, got.error_code, got.throttle_time_ms) == (5, 3, ErrorCode.INVALID_REQUEST, 9)
 

@@ -57,7 +57,6 @@ def parse_request_header(frame: memoryview) -> tuple[RequestHeader, int]:
 
 
 _decoders: dict[tuple[int, int], Any] = {}
-_encoders: dict[tuple[int, int], Any] = {}
 
 
 def decode_body(spec: ApiSpec, version: int, frame: memoryview, pos: int) -> Any:
@@ -138,7 +137,7 @@ def encode_body(spec: ApiSpec, version: int, response: Any) -> bytes:
 
 _FRAME_HEAD = struct.Struct(">ii")  # size, correlation id (response header v0)
 _FRAME_HEAD_FLEX = struct.Struct(">iib")  # ... and an empty tagged-field section (header v1)
-_frame_encoders: dict[tuple[int, int], Any] = {}
+_encoders: dict[tuple[int, int], Any] = {}  # compiled response encoders by (API key, version)
 
 
 def encode_response_frame(
@@ -157,11 +156,11 @@ def encode_response_frame(
     """
     head = _FRAME_HEAD_FLEX if spec.key != API_VERSIONS_KEY and is_flexible(spec, version) else _FRAME_HEAD
     key = (spec.key, version)
-    enc = _frame_encoders.get(key)
+    enc = _encoders.get(key)
     if enc is None:
         flex = is_flexible(spec, version)
         struct_ = spec.response[None]._struct
-        enc = _frame_encoders[key] = struct_.compiled_encode_into(version, compact=flex, tagged=flex)
+        enc = _encoders[key] = struct_.compiled_encode_into(version, compact=flex, tagged=flex)
     out = EncodeBuffer.__new__(EncodeBuffer)
     want = size_hint + 4096
     out.buf = pool.take(want) if pool is not None and want >= POOLED_MIN else bytearray(want)
@@ -181,14 +180,6 @@ def release_frame(frame: memoryview, pool: BufferPool) -> None:
     frame.release()
     if isinstance(buf, bytearray):
         pool.give(buf)
-
-
-def frame_response(spec: ApiSpec, version: int, correlation_id: int, body: bytes) -> list[bytes]:
-    """Size prefix plus response header v0/v1; ApiVersions always answers with header v0 (KIP-511)."""
-    flexible_header = spec.key != API_VERSIONS_KEY and is_flexible(spec, version)
-    if flexible_header:
-        return [struct.pack(">iib", len(body) + 5, correlation_id, 0), body]
-    return [struct.pack(">ii", len(body) + 4, correlation_id), body]
 
 
 def encode_request(spec: ApiSpec, version: int, correlation_id: int, client_id: str, request: Any) -> bytes:
