@@ -34,7 +34,6 @@ class Broker:
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[ClientConnection] = set()
         self._tasks: list[asyncio.Task[None]] = []
-        self._stopping = False
         self.started = asyncio.Event()
         self.stats = {"connections": 0, "requests": 0, "protocol_errors": 0}
 
@@ -72,14 +71,13 @@ class Broker:
 
     async def stop(self) -> None:
         """Stop accepting, let in-flight requests finish, sync everything, release the data dir."""
-        if self._stopping:
+        if self.context.stopping:
             return
-        self._stopping = True
+        self.context.begin_stopping()  # long polls answer now, so connections can drain
         if self._server is not None:
             self._server.close()
         for conn in list(self._connections):
             conn.stop_reading()
-        self.context.begin_stopping()
         deadline = time.monotonic() + 10
         while any(c.busy for c in self._connections) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
@@ -136,7 +134,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.host = f"/{peer[0]}" if peer else ""
         b = self.broker
-        if len(b._connections) >= b.settings.max_connections or b._stopping:
+        if len(b._connections) >= b.settings.max_connections or b.context.stopping:
             log.warning("refusing connection from %s: too many connections", self.peer)
             transport.abort()
             return

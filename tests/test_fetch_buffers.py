@@ -1,0 +1,89 @@
+"""Fetch reads land in pooled buffers that are reused across requests: a long poll that drops its first
+rounds (too few bytes for min_bytes) gives their buffers back while other fetches take them. Nothing
+served may be overwritten by that reuse."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any
+
+import confluent_kafka as ck
+
+from logbroker.client.connection import Connection, fetch_request
+from logbroker.protocol.records import decode_records
+from logbroker.testing.process import LOOPBACK, BrokerProcess
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    p = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for v in values:
+        p.produce(topic, v, partition=0)
+    assert p.flush(30) == 0
+
+
+def test_long_poll_rounds_and_concurrent_fetches_share_buffers_safely(broker: BrokerProcess, topic: str) -> None:
+    first = [bytes([65 + i % 26]) * 70_000 for i in range(3)]  # ~210 KB: a pooled read each round
+    _produce(broker.bootstrap, topic, first)
+    later = [bytes([97 + i % 26]) * 70_000 for i in range(6)]
+    want = first + later
+    result: dict[str, list[bytes]] = {}
+
+    def long_poll() -> None:
+        # min_bytes above everything produced until the last batches: rounds are read, dropped, retried.
+        with Connection(LOOPBACK, broker.port) as c:
+            resp = c.do(fetch_request(topic, 0, 0, max_wait_ms=20_000, max_bytes=8 << 20, min_bytes=600_000))
+        records = resp.responses[0].partitions[0].records
+        result["long"] = [r.value for r in decode_records(records)]  # decode verifies each batch's CRC
+
+    poller = threading.Thread(target=long_poll)
+    poller.start()
+    with Connection(LOOPBACK, broker.port) as other:
+        for v in later:
+            _produce(broker.bootstrap, topic, [v])  # wakes the long poll: one more round read and dropped
+            resp = other.do(fetch_request(topic, 0, 0, max_wait_ms=0, max_bytes=8 << 20))
+            got = [r.value for r in decode_records(resp.responses[0].partitions[0].records)]
+            assert got == want[: len(got)] and len(got) >= len(first)
+    poller.join(30)
+    assert not poller.is_alive()
+    assert result["long"] == want
+
+
+def test_a_fetch_keeps_its_read_buffers_until_its_response_is_encoded(tmp_path: Path) -> None:
+    """In-process, deterministic: after the handler returns and before the server encodes its answer,
+    another fetch reads into the pool. The first answer's records must be intact when encoded."""
+    from logbroker.broker.context import BrokerContext
+    from logbroker.broker.handlers import fetch, served_apis
+    from logbroker.config import load_settings
+    from logbroker.protocol.connection import ServerConnection
+    from logbroker.protocol.messages import decode_response, encode_request
+    from logbroker.protocol.records import NewRecord, build_batch, validate_produce
+
+    apis = served_apis()
+
+    def request(topic: str) -> Any:
+        wire = encode_request(apis[1], 12, 1, "t", fetch_request(topic, 0, 0, max_wait_ms=0, max_bytes=8 << 20))
+        conn = ServerConnection(apis)
+        conn.receive_data(wire)
+        return conn.next_event()
+
+    async def main() -> None:
+        ctx = BrokerContext(load_settings(None, data_dir=tmp_path, listen="127.0.0.1:0"), apis)
+        ctx.open()
+        try:
+            for name, fill in (("a", b"A"), ("b", b"B")):
+                ctx.ensure_topic(name)
+                plog = ctx.get_log(name, 0)
+                buf = bytearray(build_batch([NewRecord(None, fill * 100_000)]))
+                plog.append(buf, validate_produce(buf, 1 << 20))
+            req_a = request("a")
+            resp_a = await fetch.handle(ctx, req_a)
+            await fetch.handle(ctx, request("b"))  # reads into the pool while a's answer waits unencoded
+            frame = ServerConnection(apis).encode_response(req_a, resp_a)
+            _, got = decode_response(apis[1], 12, memoryview(frame)[4:])
+            assert [r.value for r in decode_records(got.responses[0].partitions[0].records)] == [b"A" * 100_000]
+        finally:
+            await ctx.close()
+
+    asyncio.run(main())
