@@ -28,6 +28,17 @@ def parse_host_port(value: str, what: str = "listen") -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
+def parse_ip_overrides(value: str) -> dict[str, int]:
+    """Kafka's max.connections.per.ip.overrides: `host:count` pairs separated by commas."""
+    out: dict[str, int] = {}
+    for item in filter(None, (p.strip() for p in value.split(","))):
+        host, sep, count = item.rpartition(":")
+        if not sep or not host or not count.isdigit():
+            raise ValueError(f"max_connections_per_ip_overrides: {item!r} is not HOST:COUNT")
+        out[host.strip("[]")] = int(count)
+    return out
+
+
 class BrokerSettings(BaseSettings):
     """Everything `logbroker serve` can be told. Names follow Kafka's broker configs where one exists."""
 
@@ -51,8 +62,25 @@ class BrokerSettings(BaseSettings):
     retention_check_interval_ms: int = Field(300_000, ge=10)
     connections_max_idle_ms: int = Field(600_000, ge=100)
     request_timeout_ms: int = Field(30_000, ge=100, description="a request must arrive whole within this")
-    max_connections: int = Field(10_000, ge=1)
-    max_pipelined_requests: int = Field(100, ge=1)
+    # Connections and back-pressure (Kafka: SocketServer, ConnectionQuotas).
+    max_connections: int = Field(
+        100_000, ge=1, description="open client connections (capped to what the file-descriptor limit allows)"
+    )
+    max_connections_per_ip: int = Field(2**31 - 1, ge=0, description="connections from one address (Kafka's default)")
+    max_connections_per_ip_overrides: str = Field(
+        "", description="HOST:COUNT,... per-address exceptions to max_connections_per_ip"
+    )
+    max_pipelined_requests: int = Field(100, ge=1, description="requests of one connection in progress at once")
+    connection_max_unsent_bytes: int = Field(
+        4 << 20, ge=1024, description="a connection stops being read while its unsent responses exceed this"
+    )
+    max_inflight_bytes: int = Field(
+        512 << 20,
+        ge=1 << 20,
+        description="connections holding answers stop being read while requests in progress and unsent "
+        "responses of all connections hold more than this",
+    )
+    fetch_max_bytes: int = Field(55 << 20, ge=1024, description="largest Fetch response (Kafka's fetch.max.bytes)")
     group_initial_rebalance_delay_ms: int = Field(
         100, ge=0, description="wait for more members before the first rebalance of an empty group (Kafka: 3000)"
     )
@@ -84,6 +112,12 @@ class BrokerSettings(BaseSettings):
         if v.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
             raise ValueError("log_level must be DEBUG, INFO, WARNING, ERROR or CRITICAL")
         return v.upper()
+
+    @field_validator("max_connections_per_ip_overrides")
+    @classmethod
+    def _overrides(cls, v: str) -> str:
+        parse_ip_overrides(v)
+        return v
 
     @model_validator(mode="after")
     def _sizes(self) -> BrokerSettings:

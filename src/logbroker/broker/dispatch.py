@@ -27,16 +27,22 @@ F = TypeVar("F", bound=HandlerFn)
 class Handler:
     spec: ApiSpec
     fn: HandlerFn
+    exclusive: bool = False  # the connection reads no further request until this one is answered
 
 
 _REGISTRY: dict[int, Handler] = {}
 
 
-def handles(key: int, min_version: int, max_version: int, *, rejected_below: int = 0) -> Callable[[F], F]:
+def handles(
+    key: int, min_version: int, max_version: int, *, rejected_below: int = 0, exclusive: bool = False
+) -> Callable[[F], F]:
     """Register the decorated function as the handler of API `key` in versions min..max.
 
     `rejected_below`: versions advertised only for old clients' feature probes and answered with
     UNSUPPORTED_VERSION (the request still decodes, so the handler can answer in its shape).
+    `exclusive`: for APIs whose answers can be large (Fetch): the connection takes no further request
+    until this one is answered, as Kafka does for every request, so pipelining cannot multiply the memory
+    a connection holds. Other requests pipeline (producers keep several in flight).
     The function returns a response object, an awaitable of one, or a `NoResponse`.
     """
     spec = ApiSpec(api(key), min_version, max_version, rejected_below)
@@ -45,7 +51,7 @@ def handles(key: int, min_version: int, max_version: int, *, rejected_below: int
         old = _REGISTRY.get(spec.key)
         if old is not None and (old.fn.__module__, old.fn.__qualname__) != (fn.__module__, fn.__qualname__):
             raise RuntimeError(f"two handlers for {spec.name}: {old.fn.__module__} and {fn.__module__}")
-        _REGISTRY[spec.key] = Handler(spec, fn)
+        _REGISTRY[spec.key] = Handler(spec, fn, exclusive)
         return fn
 
     return register

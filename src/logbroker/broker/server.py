@@ -8,18 +8,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import resource
 import socket
 import time
 from collections import deque
 from collections.abc import Awaitable
 from typing import Any
 
-from logbroker.config import BrokerSettings, parse_host_port
+from logbroker.config import BrokerSettings, parse_host_port, parse_ip_overrides
 from logbroker.protocol import ProtocolError, Request, ServerConnection
 
 from .context import BrokerContext, NoResponse
 from .dispatch import Handler
 from .handlers import registry, served_apis
+from .logfilter import RepeatFilter
 
 log = logging.getLogger("logbroker.broker")
 
@@ -35,7 +37,16 @@ class Broker:
         self._connections: set[ClientConnection] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self.started = asyncio.Event()
-        self.stats = {"connections": 0, "requests": 0, "protocol_errors": 0}
+        self.stats = {"connections": 0, "requests": 0, "protocol_errors": 0, "refused_connections": 0, "mutes": 0}
+        self._per_host: dict[str, int] = {}  # open connections by client address
+        self._host_limits: dict[str, int] = {}  # max.connections.per.ip.overrides, resolved to addresses
+        self.max_connections = settings.max_connections  # lowered at start to what descriptors allow
+        # Bytes of requests in progress and of responses not yet sent, over all connections (a running
+        # estimate: transports drain without telling, so it is recounted before it mutes anyone).
+        self.inflight = 0
+        self.muted = False  # every connection stops reading while `inflight` is over the broker-wide bound
+        self._unmute_timer: asyncio.TimerHandle | None = None
+        self._log_filter = RepeatFilter()
 
     @property
     def host(self) -> str:
@@ -49,6 +60,16 @@ class Broker:
 
     async def start(self) -> None:
         ctx = self.context
+        self._log_filter.install()
+        fds = raise_fd_limit()
+        # Connections get what descriptors the logs do not need: accept() must never hit EMFILE.
+        allowed = max(fds - max(1024, fds // 4), 64)
+        if self.max_connections > allowed:
+            log.info(
+                "max_connections %d lowered to %d by the file-descriptor limit %d", self.max_connections, allowed, fds
+            )
+            self.max_connections = allowed
+        self._host_limits = resolve_overrides(self.settings.max_connections_per_ip_overrides)
         ctx.open()
         host, port = parse_host_port(self.settings.listen)
         self._server = await asyncio.get_running_loop().create_server(
@@ -85,8 +106,82 @@ class Broker:
             conn.close()
         for t in self._tasks:
             t.cancel()
+        if self._unmute_timer is not None:
+            self._unmute_timer.cancel()
         await self.context.close()
         log.info("logbroker stopped cleanly")
+        self._log_filter.uninstall()
+
+    # ------------------------------------------------------------------ connection quotas and memory
+
+    def admit(self, conn: ClientConnection) -> bool:
+        """Count a new connection in, or say no (over max_connections or its address's limit)."""
+        if self.context.stopping:
+            return False
+        host = conn.address
+        limit = self._host_limits.get(host, self.settings.max_connections_per_ip)
+        if len(self._connections) >= self.max_connections:
+            reason = f"{len(self._connections)} connections open (max_connections={self.max_connections})"
+        elif self._per_host.get(host, 0) >= limit:
+            reason = f"{limit} connections from {host} already (max_connections_per_ip)"
+        else:
+            self._connections.add(conn)
+            self._per_host[host] = self._per_host.get(host, 0) + 1
+            self.stats["connections"] += 1
+            return True
+        self.stats["refused_connections"] += 1
+        log.warning("refusing connection from %s: %s", conn.peer, reason)
+        return False
+
+    def release(self, conn: ClientConnection) -> None:
+        if conn in self._connections:
+            self._connections.discard(conn)
+            n = self._per_host.get(conn.address, 1) - 1
+            if n > 0:
+                self._per_host[conn.address] = n
+            else:
+                self._per_host.pop(conn.address, None)
+
+    def account(self, delta: int) -> None:
+        """Bytes held for requests and answers changed by `delta`. Over `max_inflight_bytes`, connections
+        that hold any stop taking requests until the total is back under three quarters of it; clients
+        that read their answers drain at once and go on, so those that do not cannot starve them."""
+        self.inflight += delta
+        limit = self.settings.max_inflight_bytes
+        if not self.muted and self.inflight > limit and self._recount() > limit:
+            self.muted = True
+            self.stats["mutes"] += 1
+            log.warning(
+                "pausing connections that hold answers: %d bytes of requests and unsent responses "
+                "(max_inflight_bytes=%d)",
+                self.inflight,
+                limit,
+            )
+            for conn in list(self._connections):
+                conn.update_reading()
+            self._schedule_unmute()
+
+    def _recount(self) -> int:
+        self.inflight = sum(c.refresh_held() for c in self._connections)
+        return self.inflight
+
+    def _schedule_unmute(self) -> None:
+        if self._unmute_timer is None:
+            self._unmute_timer = asyncio.get_running_loop().call_later(0.02, self._try_unmute)
+
+    def _try_unmute(self) -> None:
+        """Transports drain without a callback below their own limit: recount until under the bound,
+        resuming each connection that has drained meanwhile."""
+        self._unmute_timer = None
+        if not self.muted:
+            return
+        if self._recount() <= self.settings.max_inflight_bytes * 3 // 4:
+            self.muted = False
+            log.info("connections resumed: %d bytes in flight", self.inflight)
+        else:
+            self._schedule_unmute()
+        for conn in list(self._connections):
+            conn.update_reading()
 
     async def _housekeeping(self) -> None:
         """Connection timeouts every second; retention every `retention_check_interval_ms`."""
@@ -107,7 +202,12 @@ class Broker:
 class ClientConnection(asyncio.BufferedProtocol):
     """One client socket: pipelined requests are handled concurrently and answered in arrival order.
 
-    A buffered protocol: the kernel writes received bytes straight into the codec's buffers."""
+    A buffered protocol: the kernel writes received bytes straight into the codec's buffers. The
+    connection stops taking requests (reads paused, buffered frames left unparsed: Kafka "mutes" the
+    channel) while too much is in progress: `max_pipelined_requests` requests, an exclusive request
+    (Fetch), a request frame's worth of request bytes, more than `connection_max_unsent_bytes` of
+    answers the client has not read, or the broker-wide bound. Memory per connection stays bounded
+    whatever the client sends or fails to read."""
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
@@ -116,14 +216,19 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.pending: deque[asyncio.Future[memoryview | None]] = deque()
         self.peer = "?"
+        self.address = ""
         self.host = ""
         self.last_activity = time.monotonic()
         self.partial_since: float | None = None
-        self._read_paused = False
+        self._reading = True  # transport reads and frame parsing on
         self._write_paused = False
-        self._write_resumed: asyncio.Event | None = None
         self._closed = False
         self._stopped = False
+        self._admitted = False
+        self._exclusive = 0  # exclusive requests in progress
+        self._request_bytes = 0  # frames of requests in progress
+        self._unsent = 0  # the transport's unsent bytes, as last seen
+        self._held = 0  # what this connection counts in the broker's `inflight`
 
     # ------------------------------------------------------------------ asyncio callbacks
 
@@ -132,32 +237,40 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.address = peer[0] if peer else ""
         self.host = f"/{peer[0]}" if peer else ""
-        b = self.broker
-        if len(b._connections) >= b.settings.max_connections or b.context.stopping:
-            log.warning("refusing connection from %s: too many connections", self.peer)
+        if not self.broker.admit(self):
+            self._closed = True
             transport.abort()
             return
-        b._connections.add(self)
-        b.stats["connections"] += 1
+        self._admitted = True
         sock = transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        transport.set_write_buffer_limits(high=8 << 20)
+        # pause_writing past the per-connection bound, resume_writing once everything is sent.
+        transport.set_write_buffer_limits(high=self.broker.settings.connection_max_unsent_bytes, low=0)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
-        self.broker._connections.discard(self)
+        if self._admitted:
+            self._admitted = False
+            self.broker.release(self)
+            self.broker.account(-self._held)
+            self._held = self._unsent = 0
         for fut in self.pending:
             fut.cancel()
         self.pending.clear()
 
     def pause_writing(self) -> None:
         self._write_paused = True
+        self._track_unsent()
+        self.update_reading()
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        self._track_unsent()
+        self.update_reading()
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.codec.get_buffer(sizehint)
@@ -165,9 +278,47 @@ class ClientConnection(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         self.last_activity = time.monotonic()
         self.codec.buffer_updated(nbytes)
+        self._parse()
+
+    def eof_received(self) -> bool:
+        if self.codec.buffered:
+            log.info("connection from %s closed with %d bytes of an incomplete request", self.peer, self.codec.buffered)
+        # Let pending responses drain; the transport closes once we return False after writes.
+        return False
+
+    # ------------------------------------------------------------------ back-pressure
+
+    def _may_read(self) -> bool:
+        s = self.broker.settings
+        return not (
+            self._closed
+            or self._stopped
+            or self._exclusive
+            or self._write_paused
+            or (self.broker.muted and self._held > 0)
+            or len(self.pending) >= s.max_pipelined_requests
+            or self._request_bytes >= s.socket_request_max_bytes
+        )
+
+    def update_reading(self) -> None:
+        """Pause or resume taking requests after anything that bears on `_may_read` changed."""
+        t = self.transport
+        if t is None or self._closed:
+            return
+        if self._may_read():
+            if not self._reading:
+                self._reading = True
+                t.resume_reading()
+                self._parse()  # frames that arrived before the pause
+        elif self._reading:
+            self._reading = False
+            self.broker.stats["mutes"] += 1
+            t.pause_reading()
+
+    def _parse(self) -> None:
         completed = False
         try:
-            while not self._closed:
+            while self._may_read():
                 req = self.codec.next_event()
                 if req is None:
                     break
@@ -184,16 +335,22 @@ class ClientConnection(asyncio.BufferedProtocol):
             self.partial_since = None
         elif completed or self.partial_since is None:
             self.partial_since = time.monotonic()
-        if len(self.pending) >= self.broker.settings.max_pipelined_requests and not self._read_paused:
-            self._read_paused = True
-            assert self.transport is not None
-            self.transport.pause_reading()
+        self.update_reading()
 
-    def eof_received(self) -> bool:
-        if self.codec.buffered:
-            log.info("connection from %s closed with %d bytes of an incomplete request", self.peer, self.codec.buffered)
-        # Let pending responses drain; the transport closes once we return False after writes.
-        return False
+    def refresh_held(self) -> int:
+        """Recount what this connection holds (the broker's exact recount)."""
+        self._track_unsent(account=False)
+        self._held = self._request_bytes + self._unsent
+        return self._held
+
+    def _track_unsent(self, account: bool = True) -> None:
+        t = self.transport
+        self._unsent = t.get_write_buffer_size() if t is not None and not self._closed else 0
+        if account:
+            held = self._request_bytes + self._unsent
+            delta, self._held = held - self._held, held
+            if delta:
+                self.broker.account(delta)
 
     # ------------------------------------------------------------------ request flow
 
@@ -207,19 +364,40 @@ class ClientConnection(asyncio.BufferedProtocol):
             fut.set_exception(ProtocolError(f"no handler for API key {req.api_key}"))
             self._drain()
             return
+        exclusive = handler.exclusive
+        self._begin(req.size, exclusive)
         try:
             result = handler.fn(self.broker.context, req)
         except Exception as exc:
+            self._end(req.size, exclusive)
             fut.set_exception(exc)
             self._drain()
             return
         if isinstance(result, Awaitable):
             task = asyncio.ensure_future(result)
-            task.add_done_callback(lambda t, f=fut, r=req: self._complete(f, r, t))
+            task.add_done_callback(lambda t, f=fut, r=req, x=exclusive: self._complete(f, r, t, x))
         else:
+            self._end(req.size, exclusive)
             self._finish(fut, req, result)
 
-    def _complete(self, fut: asyncio.Future[memoryview | None], req: Request, task: asyncio.Future[Any]) -> None:
+    def _begin(self, size: int, exclusive: bool) -> None:
+        self._request_bytes += size
+        self._exclusive += exclusive
+        self._held += size
+        self.broker.account(size)
+
+    def _end(self, size: int, exclusive: bool) -> None:
+        self._request_bytes -= size
+        self._exclusive -= exclusive
+        if self._closed:
+            return
+        self._held -= size
+        self.broker.account(-size)
+
+    def _complete(
+        self, fut: asyncio.Future[memoryview | None], req: Request, task: asyncio.Future[Any], exclusive: bool
+    ) -> None:
+        self._end(req.size, exclusive)
         if fut.done():
             return
         if task.cancelled():
@@ -250,6 +428,7 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def _drain(self) -> None:
         t = self.transport
+        wrote = False
         while self.pending and self.pending[0].done():
             fut = self.pending.popleft()
             if fut.cancelled():
@@ -263,13 +442,13 @@ class ClientConnection(asyncio.BufferedProtocol):
             if frame is not None and t is not None and not self._closed:
                 t.write(frame)  # sent at once when the socket takes it; only an unsent rest is copied
                 self.codec.sent(frame)
+                wrote = True
         if self._close_after_drain and not self.pending:
             self.close()
             return
-        if self._read_paused and len(self.pending) < self.broker.settings.max_pipelined_requests // 2:
-            self._read_paused = False
-            if t is not None and not self._closed and not self._stopped:
-                t.resume_reading()
+        if wrote and not self._closed:
+            self._track_unsent()
+        self.update_reading()
 
     # ------------------------------------------------------------------ teardown
 
@@ -279,9 +458,7 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def stop_reading(self) -> None:
         self._stopped = True
-        if self.transport is not None and not self._closed:
-            with contextlib.suppress(Exception):
-                self.transport.pause_reading()
+        self.update_reading()
 
     def check_timeouts(self, now: float) -> None:
         s = self.broker.settings
@@ -302,3 +479,31 @@ class ClientConnection(asyncio.BufferedProtocol):
     def close(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
+
+
+def raise_fd_limit() -> int:
+    """Raise the soft limit on open files to the hard limit (as Kafka's start scripts advise); returns it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = hard if hard != resource.RLIM_INFINITY else 1 << 20
+    if soft != resource.RLIM_INFINITY and soft < want:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+            log.info("open-file limit raised from %d to %d", soft, want)
+            soft = want
+        except (ValueError, OSError) as exc:
+            log.warning("could not raise the open-file limit from %d: %s", soft, exc)
+    return soft if soft != resource.RLIM_INFINITY else 1 << 20
+
+
+def resolve_overrides(value: str) -> dict[str, int]:
+    """Per-address connection limits: host names resolve to every address they have, as Kafka does."""
+    out: dict[str, int] = {}
+    for host, count in parse_ip_overrides(value).items():
+        try:
+            infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+        except OSError as exc:
+            log.warning("max_connections_per_ip_overrides: cannot resolve %s: %s", host, exc)
+            continue
+        for info in infos:
+            out[str(info[4][0])] = count
+    return out

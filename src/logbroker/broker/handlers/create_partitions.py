@@ -1,4 +1,5 @@
-"""CreatePartitions (37): grow a topic's partition count."""
+"""CreatePartitions (37): grow a topic's partition count; at most 10,000 new partitions per request in
+all, as Kafka's controller allows (POLICY_VIOLATION for every topic)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,22 @@ R = API.response
 TR = R.CreatePartitionsTopicResult
 
 
+MAX_NEW_PARTITIONS_PER_REQUEST = 10_000
+
+
 @handles(ApiKey.CreatePartitions, 0, 3)
 def handle(ctx: BrokerContext, req: Request) -> R:
+    added = 0
+    for t in req.body.topics:
+        meta = ctx.topic(t.name)
+        if meta is not None and t.count > meta.partitions:
+            added += t.count - meta.partitions
+    if added > MAX_NEW_PARTITIONS_PER_REQUEST:
+        message = "Excessively large number of additional partitions per request."
+        return R(
+            throttle_time_ms=0,
+            results=[TR(name=t.name, error_code=E.POLICY_VIOLATION, error_message=message) for t in req.body.topics],
+        )
     results = []
     for t in req.body.topics:
         try:

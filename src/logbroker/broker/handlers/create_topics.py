@@ -1,8 +1,14 @@
-"""CreateTopics (19): replication factor must be 1 (or -1, the default) on a single node."""
+"""CreateTopics (19): replication factor must be 1 (or -1, the default) on a single node.
+
+As Kafka's controller, a request may create at most 10,000 partitions in all (POLICY_VIOLATION for every
+topic, before anything else is looked at) and generate at most 10,000 metadata records (one per topic,
+partition and config: POLICY_VIOLATION for every topic), so no single request can exhaust the broker.
+"""
 
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
@@ -16,43 +22,49 @@ API = api(ApiKey.CreateTopics)
 R = API.response
 TR = R.CreatableTopicResult
 ZERO_UUID = uuid.UUID(int=0)
+MAX_PARTITIONS_PER_REQUEST = 10_000  # Kafka's MAX_PARTITIONS_PER_BATCH
+MAX_RECORDS_PER_REQUEST = 10_000  # Kafka's MAX_RECORDS_PER_USER_OP
+
+
+def requested_partitions(topics: Any, default: int) -> int:
+    """Partitions a request asks for, counted as Kafka counts them before validating anything."""
+    total = 0
+    for t in topics:
+        if t.assignments:
+            total += len(t.assignments)
+        elif t.num_partitions == -1:
+            total += default
+        elif t.num_partitions > 0:
+            total += t.num_partitions
+    return total
 
 
 @handles(ApiKey.CreateTopics, 2, 7)
 def handle(ctx: BrokerContext, req: Request) -> R:
-    results = []
+    topics = req.body.topics
+    if requested_partitions(topics, ctx.settings.num_partitions) > MAX_PARTITIONS_PER_REQUEST:
+        return _refuse_all(topics, "Excessively large number of partitions per request.")
+    checked: list[tuple[Any, int, dict[str, str | None]] | TopicError] = []
     seen: set[str] = set()
-    for t in req.body.topics:
+    records = 0
+    for t in topics:
         try:
             if t.name in seen:
                 raise TopicError(E.INVALID_REQUEST, f"topic {t.name!r} appears twice in the request")
             seen.add(t.name)
-            validate_topic_name(t.name)
-            partitions = t.num_partitions
-            if t.assignments:
-                if partitions != -1 or t.replication_factor != -1:
-                    raise TopicError(E.INVALID_REQUEST, "give either assignments or num_partitions/replication_factor")
-                for a in t.assignments:
-                    if list(a.broker_ids) != [ctx.node_id]:
-                        raise TopicError(
-                            E.INVALID_REPLICA_ASSIGNMENT,
-                            f"partition {a.partition_index} assigned to {list(a.broker_ids)}; "
-                            f"the only broker is {ctx.node_id}",
-                        )
-                partitions = len(t.assignments)
-            elif partitions == -1:
-                partitions = ctx.settings.num_partitions
-            if t.replication_factor not in (-1, 1):
-                raise TopicError(
-                    E.INVALID_REPLICATION_FACTOR,
-                    f"Replication factor: {t.replication_factor} larger than available brokers: 1.",
-                )
-            configs = {c.name: c.value for c in (t.configs or [])}
-            parse_topic_configs({k: v for k, v in configs.items() if v is not None}, ctx.log_defaults)
-            if ctx.topic(t.name) is not None:
-                raise TopicError(E.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
-            if partitions <= 0:
-                raise TopicError(E.INVALID_PARTITIONS, f"Number of partitions must be larger than 0, got {partitions}")
+            partitions, configs = _validate(ctx, t)
+            checked.append((t, partitions, configs))
+            records += 1 + partitions + sum(v is not None for v in configs.values())
+        except TopicError as exc:
+            checked.append(exc)
+    if records > MAX_RECORDS_PER_REQUEST:
+        return _refuse_all(topics, "Unable to perform excessively large batch operation.")
+    results = []
+    for t, item in zip(topics, checked, strict=True):
+        try:
+            if isinstance(item, TopicError):
+                raise item
+            _, partitions, configs = item
             if req.body.validate_only:
                 meta_id, meta_configs = ZERO_UUID, configs
             else:
@@ -80,16 +92,52 @@ def handle(ctx: BrokerContext, req: Request) -> R:
                 )
             )
         except TopicError as exc:
-            results.append(
-                TR(
-                    name=t.name,
-                    topic_id=ZERO_UUID,
-                    error_code=exc.error,
-                    error_message=str(exc),
-                    topic_config_error_code=0,
-                    num_partitions=-1,
-                    replication_factor=-1,
-                    configs=[],
-                )
-            )
+            results.append(_failed(t.name, exc.error, str(exc)))
     return R(throttle_time_ms=0, topics=results)
+
+
+def _validate(ctx: BrokerContext, t: Any) -> tuple[int, dict[str, str | None]]:
+    """(partitions, configs) of a topic that may be created; raises TopicError with Kafka's code."""
+    validate_topic_name(t.name)
+    partitions = t.num_partitions
+    if t.assignments:
+        if partitions != -1 or t.replication_factor != -1:
+            raise TopicError(E.INVALID_REQUEST, "give either assignments or num_partitions/replication_factor")
+        for a in t.assignments:
+            if list(a.broker_ids) != [ctx.node_id]:
+                raise TopicError(
+                    E.INVALID_REPLICA_ASSIGNMENT,
+                    f"partition {a.partition_index} assigned to {list(a.broker_ids)}; the only broker is {ctx.node_id}",
+                )
+        partitions = len(t.assignments)
+    elif partitions == -1:
+        partitions = ctx.settings.num_partitions
+    if t.replication_factor not in (-1, 1):
+        raise TopicError(
+            E.INVALID_REPLICATION_FACTOR,
+            f"Replication factor: {t.replication_factor} larger than available brokers: 1.",
+        )
+    configs = {c.name: c.value for c in (t.configs or [])}
+    parse_topic_configs({k: v for k, v in configs.items() if v is not None}, ctx.log_defaults)
+    if ctx.topic(t.name) is not None:
+        raise TopicError(E.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
+    if partitions <= 0:
+        raise TopicError(E.INVALID_PARTITIONS, f"Number of partitions must be larger than 0, got {partitions}")
+    return partitions, configs
+
+
+def _failed(name: str, error: int, message: str) -> Any:
+    return TR(
+        name=name,
+        topic_id=ZERO_UUID,
+        error_code=error,
+        error_message=message,
+        topic_config_error_code=0,
+        num_partitions=-1,
+        replication_factor=-1,
+        configs=[],
+    )
+
+
+def _refuse_all(topics: Any, message: str) -> R:
+    return R(throttle_time_ms=0, topics=[_failed(t.name, E.POLICY_VIOLATION, message) for t in topics])

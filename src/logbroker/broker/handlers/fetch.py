@@ -22,7 +22,7 @@ TR = R.FetchableTopicResponse
 PD = TR.PartitionData
 
 
-@handles(ApiKey.Fetch, 0, 12, rejected_below=4)
+@handles(ApiKey.Fetch, 0, 12, rejected_below=4, exclusive=True)
 async def handle(ctx: BrokerContext, req: Request) -> R:
     body = req.body
     if req.version_error is not None:
@@ -45,7 +45,8 @@ async def handle(ctx: BrokerContext, req: Request) -> R:
 def _collect(
     ctx: BrokerContext, body: Any, version: int, lent: list[bytearray], error: int = 0
 ) -> tuple[R, int, list[tuple[str, int]]]:
-    limit = body.max_bytes if version >= 3 and body.max_bytes > 0 else 0x7FFFFFFF
+    # Kafka caps every answer at the broker's fetch.max.bytes (still returning a first batch whole).
+    limit = min(body.max_bytes if version >= 3 and body.max_bytes > 0 else 0x7FFFFFFF, ctx.settings.fetch_max_bytes)
     total = 0
     keys: list[tuple[str, int]] = []
     topics = []
