@@ -440,8 +440,11 @@ class ClientConnection(asyncio.BufferedProtocol):
                 return
             frame = fut.result()
             if frame is not None and t is not None and not self._closed:
-                t.write(frame)  # sent at once when the socket takes it; only an unsent rest is copied
-                self.codec.sent(frame)
+                t.write(frame)  # sent at once when the socket takes it
+                if not t.get_write_buffer_size():
+                    # All sent: the frame's buffer may be reused. Otherwise the transport keeps the rest
+                    # (Python 3.12+ keeps a view of it, not a copy): the buffer is left to it, not pooled.
+                    self.codec.sent(frame)
                 wrote = True
         if self._close_after_drain and not self.pending:
             self.close()
