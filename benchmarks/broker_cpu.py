@@ -126,9 +126,7 @@ def main() -> int:
                 print(f"round {r + 1} {name}: {json.dumps({k: round(v, 3) for k, v in runs[name][-1].items()})}")
     print("best of rounds (lowest CPU per GB, highest MB/s):")
     for name, rs in runs.items():
-        best = {
-            k: (min if "cpu" in k else max)(r[k] for r in rs) for k in rs[0]
-        }
+        best = {k: (min if "cpu" in k else max)(r[k] for r in rs) for k in rs[0]}
         print(f"  {name}: " + ", ".join(f"{k}={v:.3f}" for k, v in best.items()))
     return 0
 

@@ -384,7 +384,10 @@ def hb(
     owned: set[int] | None = None,
     instance: str | None = None,
 ) -> Any:
+    # Owning nothing is an empty list (what clients send when joining: Kafka refuses any entry then).
     tps = None if owned is None else [HB.TopicPartitions(topic_id=uuid.UUID(TOPIC_ID), partitions=sorted(owned))]
+    if owned is not None and not owned:
+        tps = []
     return HB(
         group_id=group,
         member_id=member_id,
@@ -469,7 +472,8 @@ async def test_kip848_member_leaving_with_epoch_minus_one(tmp_path: Path) -> Non
 async def test_kip848_fenced_and_unknown_members(tmp_path: Path) -> None:
     async with coordinator(tmp_path, TOPICS, **FAST) as coord:
         unknown = await coord.consumer_heartbeat(hb("ghost", 3), "c", "/h")
-        assert unknown.error == E.UNKNOWN_MEMBER_ID and coord.group("g") is None  # no group made for it
+        assert unknown.error == E.GROUP_ID_NOT_FOUND and coord.group("g") is None  # no group made for it
+        assert unknown.message == "Consumer group g not found."
         r = await coord.consumer_heartbeat(hb(topics=["t"]), "c", "/h")
         fenced = await coord.consumer_heartbeat(hb(r.member_id or "", r.epoch + 5), "c", "/h")
         assert fenced.error == E.FENCED_MEMBER_EPOCH
@@ -477,9 +481,16 @@ async def test_kip848_fenced_and_unknown_members(tmp_path: Path) -> None:
         assert coord.check_commit("g", "ghost", 1, None) == E.UNKNOWN_MEMBER_ID
         assert (await coord.consumer_heartbeat(hb(group=""), "c", "/h")).error == E.INVALID_REQUEST
         bad = await coord.consumer_heartbeat(
-            HB(group_id="g", member_id="", member_epoch=0, server_assignor="x"), "c", ""
-        )
+            HB(group_id="g", member_id="", member_epoch=0, server_assignor="x", rebalance_timeout_ms=1,
+               subscribed_topic_names=["t"]), "c", ""
+        )  # fmt: skip
         assert bad.error == E.UNSUPPORTED_ASSIGNOR
+        no_timeout = await coord.consumer_heartbeat(HB(group_id="g2", member_id="", member_epoch=0), "c", "")
+        assert (no_timeout.error, no_timeout.message) == (
+            E.INVALID_REQUEST,
+            "RebalanceTimeoutMs must be provided in first request.",
+        )
+        assert coord.group("g2") is None
 
 
 @run
@@ -523,9 +534,9 @@ async def test_offset_delete_refuses_topics_a_member_subscribes_to(tmp_path: Pat
         result = await coord.delete_offsets("g", [("t", 0), ("u", 0), ("v", 0)])
         assert result == {("t", 0): E.GROUP_SUBSCRIBED_TO_TOPIC, ("u", 0): E.NONE, ("v", 0): E.NONE}
         assert coord.fetch_offsets("g", None) == {("t", 0): Committed(1, -1, None, 1)}
-        # Metadata that is no subscription at all subscribes to nothing.
+        # Metadata that is no subscription at all: Kafka cannot tell what the group reads, so it keeps them all.
         await coord.join(join_req(a.member_id, metadata=b"\xff garbage"))
-        assert await coord.delete_offsets("g", [("t", 0)]) == {("t", 0): E.NONE}
+        assert await coord.delete_offsets("g", [("t", 0)]) == {("t", 0): E.GROUP_SUBSCRIBED_TO_TOPIC}
         # KIP-848 members subscribe by name in their heartbeats.
         await coord.commit("k", {("t", 0): Committed(1, -1, None, 1)})
         await coord.consumer_heartbeat(hb(group="k", topics=["t"]), "c", "/h")
@@ -543,3 +554,122 @@ async def test_offsets_of_long_empty_groups_expire(tmp_path: Path) -> None:
         assert coord.group("old") is None and coord.fetch_offsets("new", None)
     async with coordinator(tmp_path, offsets_retention_ms=100, **FAST) as coord:
         assert coord.group("old") is None and coord.group("new") is not None
+
+
+# ---------------------------------------------------------------------------------------------- bounds
+
+
+def _store_keys(data: Path) -> dict[tuple[Any, ...], Any]:
+    """What a restart would load from the group store."""
+    store = GroupStore(data, True)
+    try:
+        return store.load()
+    finally:
+        store.close()
+
+
+@run
+async def test_offsets_cleanup_follows_kafkas_expiration_rules(tmp_path: Path) -> None:
+    """Kafka's cleanup, rule by rule: what an offset's retention counts from depends on the group; offsets of
+    subscribed topics never expire; an empty group left without offsets goes, with a tombstone if it was
+    stored, and stays gone after a restart."""
+    sub = ConsumerProtocolSubscription(version=0, topics=["t"], user_data=None).encode(version=0, header=True)
+    day = 24 * 3600 * 1000
+    async with coordinator(tmp_path, TOPICS, offsets_retention_ms=day, **FAST) as coord:
+        now = int(time.time() * 1000)
+        # A classic group that had members: offsets go a retention period after it became Empty, whatever
+        # their commit time (one committed long ago stays while the group was empty only briefly).
+        a = await join_new(coord, group="emptied", metadata=sub)
+        await coord.sync("emptied", a.member_id, 1, None, None, None, {a.member_id: b""})
+        await coord.commit("emptied", {("t", 0): Committed(1, -1, None, now - 2 * day), ("u", 0): Committed(
+            2, -1, None, now - 2 * day)})  # fmt: skip
+        await coord.expire_offsets()  # Stable: "t" is subscribed and stays; "u" is not and is old
+        assert set(coord.fetch_offsets("emptied", None)) == {("t", 0)}
+        coord.leave("emptied", [(a.member_id, None)])
+        await asyncio.sleep(0.02)  # the Empty group record is written in the background
+        await coord.expire_offsets()
+        assert set(coord.fetch_offsets("emptied", None)) == {("t", 0)}  # empty for less than a day
+        classic(coord, "emptied").empty_since_ms = now - day
+        # A simple group (commits only): each offset a retention period after its commit, unless it carries
+        # an explicit expiry (OffsetCommit v2-4), which wins either way.
+        await coord.commit("simple", {("t", 0): Committed(1, -1, None, now - day + 60_000),
+                                      ("t", 1): Committed(1, -1, None, now - day - 1),
+                                      ("t", 2): Committed(1, -1, None, now, now - 1),
+                                      ("t", 3): Committed(1, -1, None, now - 2 * day, now + 60_000)})  # fmt: skip
+        # A KIP-848 group with a member: offsets of topics nobody subscribes to expire, others never.
+        r = await coord.consumer_heartbeat(hb(group="k", topics=["t"], owned=set()), "c", "/h")
+        await coord.commit("k", {("t", 0): Committed(1, -1, None, now - 2 * day),
+                                 ("u", 0): Committed(1, -1, None, now - 2 * day)})  # fmt: skip
+        # Empty groups without offsets: a KIP-394 join left pending, a KIP-848 member that left.
+        assert (await coord.join(join_req(group="pending"))).error == E.MEMBER_ID_REQUIRED
+        left = await coord.consumer_heartbeat(hb(group="left", topics=["t"], owned=set()), "c", "/h")
+        await coord.consumer_heartbeat(hb(left.member_id or "", -1, group="left"), "c", "/h")
+        await coord.expire_offsets()
+        assert coord.group("emptied") is None
+        assert set(coord.fetch_offsets("simple", None)) == {("t", 0), ("t", 3)}
+        assert set(coord.fetch_offsets("k", None)) == {("t", 0)} and kip848(coord, "k").members
+        assert coord.group("pending") is None and coord.group("left") is None
+        assert (await coord.join(join_req(first_id := "c-gone", group="pending"))).error == E.UNKNOWN_MEMBER_ID
+        assert coord.group("pending") is None, first_id  # a join naming a member makes no group
+        await coord.consumer_heartbeat(hb(r.member_id or "", -1, group="k"), "c", "/h")
+    keys = _store_keys(tmp_path)
+    assert not [k for k in keys if k[1] in ("emptied", "left", "pending")]  # tombstoned (or never written)
+    async with coordinator(tmp_path, TOPICS, offsets_retention_ms=day, **FAST) as coord:
+        assert coord.group("emptied") is None and coord.group("left") is None
+        assert set(coord.fetch_offsets("simple", None)) == {("t", 0), ("t", 3)}
+        # "k" is empty now but its "t" offset is two days old: the next check takes it and the group.
+        assert kip848(coord, "k").is_empty
+        await coord.expire_offsets()
+        assert coord.group("k") is None
+    assert not [k for k in _store_keys(tmp_path) if k[1] == "k"]
+
+
+@run
+async def test_classic_group_max_size_counts_waiting_members_while_rebalancing(tmp_path: Path) -> None:
+    """Kafka's acceptJoiningMember with group.max.size 2: an Empty group takes anyone; a Stable one takes
+    newcomers while it has fewer than 2 members; during a rebalance it counts the members waiting in
+    JoinGroup, so a member that has not rejoined yet loses its place to newcomers already waiting (and, as
+    in Kafka, the join then completes at the rebalance timeout)."""
+    async with coordinator(tmp_path, max_group_size=2, **FAST) as coord:
+        fast = {"rebalance_ms": 200}
+        a = await join_new(coord, **fast)
+        await coord.sync("g", a.member_id, 1, None, None, None, {})
+        b_id = (await coord.join(join_req(**fast))).member_id  # Stable with 1 member: accepted (pending)
+        b = asyncio.create_task(coord.join(join_req(b_id, **fast)))  # a rebalance: waits for a to rejoin
+        await until(coord, lambda: classic(coord).state == GroupState.PREPARING)
+        c_first = await coord.join(join_req(**fast))  # 1 member waiting (b) < 2: accepted
+        assert c_first.error == E.MEMBER_ID_REQUIRED
+        c = asyncio.create_task(coord.join(join_req(c_first.member_id, **fast)))
+        await until(coord, lambda: c_first.member_id in classic(coord).members)
+        late = await coord.join(join_req(a.member_id, **fast))  # a has not rejoined: 2 are waiting, a is out
+        assert (late.error, late.member_id) == (E.GROUP_MAX_SIZE_REACHED, "")
+        await until(coord, lambda: b.done() and c.done())
+        rb, rc = b.result(), c.result()
+        assert rb.error == rc.error == E.NONE and set(classic(coord).members) == {b_id, c_first.member_id}
+        assert (await coord.join(join_req(**fast))).error == E.GROUP_MAX_SIZE_REACHED  # full and Completing
+        assert coord.heartbeat("g", a.member_id, rb.generation, None) == E.UNKNOWN_MEMBER_ID
+
+
+@run
+async def test_kip848_group_max_size(tmp_path: Path) -> None:
+    async with coordinator(tmp_path, TOPICS, consumer_max_group_size=1, **FAST) as coord:
+        a = await coord.consumer_heartbeat(hb(topics=["t"], owned=set()), "c", "/h")
+        full = await coord.consumer_heartbeat(hb(topics=["t"], owned=set()), "c", "/h")
+        assert (full.error, full.message) == (
+            E.GROUP_MAX_SIZE_REACHED,
+            "The consumer group has reached its maximum capacity of 1 members.",
+        )
+        again = await coord.consumer_heartbeat(hb(a.member_id or "", a.epoch, owned={0, 1, 2, 3}), "c", "/h")
+        assert again.error == E.NONE and list(kip848(coord).members) == [a.member_id]
+
+
+def test_group_ids_in_logs_and_limits() -> None:
+    """Client-chosen ids reach log lines escaped and cut short; Kafka's string limits are in UTF-8 bytes."""
+    from logbroker.broker.groups.model import for_log, is_blank, too_long
+
+    assert for_log("g\n2099 ERROR x\x1b[0m\x00") == "g\\n2099 ERROR x\\x1b[0m\\x00"
+    assert for_log("plain-é") == "plain-é"
+    assert for_log("x" * 500).endswith("...(500 chars)") and len(for_log("x" * 500)) < 230
+    assert not too_long("é" * 16383) and too_long("é" * 16384) and too_long("x" * 32768)
+    assert not too_long(None) and not too_long("x" * 32767)
+    assert is_blank("") and is_blank(" \t\x00\x1f") and not is_blank(None) and not is_blank("\u00a0")

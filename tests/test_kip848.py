@@ -143,6 +143,7 @@ def test_protocol_errors(broker: BrokerProcess, topic: str) -> None:
                 group_id=group,
                 member_id=str(uuid.uuid4()),
                 member_epoch=0,
+                rebalance_timeout_ms=30000,
                 server_assignor="sticky",
                 subscribed_topic_names=[topic],
                 topic_partitions=[],

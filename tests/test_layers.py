@@ -34,6 +34,8 @@ def all_modules() -> list[str]:
 
     def walk(path: Path, prefix: str) -> Iterator[str]:
         for info in pkgutil.iter_modules([str(path)]):
+            if not info.ispkg and not (path / f"{info.name}.py").exists():
+                continue  # a compiled extension (protocol/_walk.c): no Python source, imports nothing
             if info.name != "__main__":
                 yield prefix + info.name
             if info.ispkg:

@@ -184,9 +184,20 @@ def assert_same(struct_field: Any, version: int, want: Any, got: Any, path: str)
             assert _norm(f, a) == _norm(f, b), f"{p}: {a!r} != {b!r}"
 
 
+# Every version the broker serves (those advertised for old clients' probes only close the connection).
 CASES = [(spec.key, v) for spec in sorted(APIS.values(), key=lambda s: s.key)
-         for v in range(spec.min_version, spec.max_version + 1)]  # fmt: skip
+         for v in range(max(spec.min_version, spec.rejected_below), spec.max_version + 1)]  # fmt: skip
 CASE_IDS = [f"{APIS[k].name.removesuffix('Request')}-v{v}" for k, v in CASES]
+PROBE_ONLY = [(spec.key, v) for spec in APIS.values() for v in range(spec.min_version, spec.rejected_below)]
+
+
+@pytest.mark.parametrize(("key", "version"), PROBE_ONLY)
+def test_versions_advertised_for_probes_only_close_the_connection(key: int, version: int) -> None:
+    """Kafka 4 advertises Produce v0-2 (and we Fetch v0-3, OffsetCommit v0-1, OffsetFetch v0) for old
+    clients' feature probes, but a request in one closes the connection, unread."""
+    frame = _HDR.pack(key, version, 7) + struct.pack(">h", 1) + b"c" + bytes(64)
+    with pytest.raises(ProtocolError, match="advertised but not served"):
+        parse_request(memoryview(frame), APIS)
 
 
 def _frame_body(wire: bytes) -> memoryview:
@@ -232,7 +243,7 @@ def test_request_round_trip(key: int, version: int, data: st.DataObject) -> None
     assert req.version_error == want_error
 
 
-PRODUCE_VERSIONS = range(APIS[0].min_version, APIS[0].max_version + 1)
+PRODUCE_VERSIONS = range(APIS[0].rejected_below, APIS[0].max_version + 1)
 
 
 @pytest.mark.parametrize("version", PRODUCE_VERSIONS)
@@ -367,12 +378,18 @@ def test_api_versions_response_always_uses_header_v0(version: int) -> None:
 )
 def test_api_versions_too_new_gets_kip511_v0_error(version: int, cid: int, junk: bytes, flexible_header: bool) -> None:
     """An ApiVersions in a version we do not know is not parsed; the answer is v0 UNSUPPORTED_VERSION
-    with our key list, in header v0, so the client can pick a version it shares with us."""
+    with our key list, in header v0, so the client can pick a version it shares with us. Its header is
+    read as Kafka reads it (with tagged fields from v3 on): one cut short closes the connection."""
     header = _HDR.pack(API_VERSIONS_KEY, version, cid) + struct.pack(">h", 3) + b"cli"
     if flexible_header:
         header += b"\x00"
     conn = ServerConnection(APIS)
     conn.receive_data(_I32.pack(len(header) + len(junk)) + header + junk)
+    if version >= 3 and not flexible_header and not junk:
+        with pytest.raises(ProtocolError, match="header cut short"):
+            conn.next_event()
+        return
+    assume(flexible_header or version < 3)  # otherwise the junk is read as the header's tagged fields
     req = conn.next_event()
     assert req is not None
     assert req.version_error == ErrorCode.UNSUPPORTED_VERSION and req.body is None

@@ -7,6 +7,7 @@ the same behaviour, on Apache Kafka 4.4 with the same assertions.
 from __future__ import annotations
 
 import contextlib
+import os
 import resource
 import select
 import socket
@@ -17,7 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kafka.protocol.admin import CreatePartitionsRequest, CreateTopicsRequest
+from kafka.protocol.admin import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
@@ -89,10 +90,18 @@ def produce(conn: Connection, topic: str, values: list[bytes]) -> int:
         timeout_ms=10_000,
         topic_data=[P(name=topic, partition_data=[P.PartitionProduceData(index=0, records=batch)])],
     )
-    [t] = conn.do(req).responses
-    [p] = t.partition_responses
+    deadline = time.monotonic() + 60
+    while True:  # Kafka elects a new topic's leader a moment after CreateTopics answers
+        [t] = conn.do(req).responses
+        [p] = t.partition_responses
+        if p.error_code not in NOT_READY or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert p.error_code == 0, ErrorCode(p.error_code).name
     return p.base_offset
+
+
+NOT_READY = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 
 def fill(conn: Connection, topic: str, nbytes: int) -> None:
@@ -452,3 +461,56 @@ def test_refused_connections_do_not_flood_the_log(tmp_path: Any) -> None:
         assert 0 < len(lines) <= 100, f"{len(lines)} log lines for 1000 refused connections"
     finally:
         assert proc.stop() == 0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# File descriptors: partitions beyond what the process could hold open
+
+
+def test_ten_thousand_partitions_fit_in_the_descriptor_budget(target: Target) -> None:
+    """9,999 partitions (30,000 segment files) on a process allowed 20,000 descriptors: created, written,
+    read, deleted, while clients still connect. logbroker opens segment files through a bounded cache."""
+    topic = unique("wide")
+    partitions = 9999
+    with target.connect() as c:
+        got = create_topics(c, [(topic, partitions, {})], False)
+        assert got == [(topic, 0, None)]
+        P = ProduceRequest.TopicProduceData
+        picked = [0, 1, 4999, 9998]
+        req = ProduceRequest(
+            transactional_id=None,
+            acks=-1,
+            timeout_ms=30_000,
+            topic_data=[
+                P(
+                    name=topic,
+                    partition_data=[
+                        P.PartitionProduceData(index=i, records=build_batch([NewRecord(None, b"p%d" % i)]))
+                        for i in picked
+                    ],
+                )
+            ],
+        )
+        deadline = time.monotonic() + 120
+        while True:  # Kafka elects 9,999 leaders a while after CreateTopics answers
+            [t] = c.do(req).responses
+            codes = sorted((p.index, p.error_code) for p in t.partition_responses)
+            if all(code not in NOT_READY for _, code in codes) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert codes == [(i, 0) for i in picked]
+        for i in picked:
+            [ft] = c.do(fetch_request(topic, i, 0, 0, 64 * 1024)).responses
+            [p] = ft.partitions
+            assert p.error_code == 0 and b"p%d" % i in bytes(p.records)
+        if target.proc is not None:
+            assert target.proc.proc is not None
+            fds = len(os.listdir(f"/proc/{target.proc.proc.pid}/fd"))
+            soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+            assert fds < soft // 4 + 500, f"{fds} descriptors open for {partitions} partitions"
+        witness = unique("witness")
+        create(c, witness)
+        assert_served(target, witness)
+        resp = c.do(DeleteTopicsRequest(topics=[DeleteTopicsRequest.DeleteTopicState(name=topic, topic_id=None)],
+                                        topic_names=[topic], timeout_ms=60_000))  # fmt: skip
+        assert [r.error_code for r in resp.responses] == [0]

@@ -73,8 +73,9 @@ def produce(bootstrap: str, topic: str, rows: Sequence[Row]) -> list[tuple[Any, 
             if err is not None:
                 errors.append(err)
             else:
-                acked.append((topic, msg.partition(), msg.offset(), msg.key(), msg.value(), msg.timestamp()[1],
-                              headers))
+                acked.append(
+                    (topic, msg.partition(), msg.offset(), msg.key(), msg.value(), msg.timestamp()[1], headers)
+                )
 
         return cb
 
@@ -109,7 +110,14 @@ def archive_rows(spark: SparkSession, path: Path) -> list[tuple[Any, ...]]:
     from logbroker.spark.builtins import read_archive
 
     df = read_archive(path, spark).selectExpr(
-        "topic", "partition", "offset", "key", "value", "unix_millis(timestamp) AS ts", "headers", "date",
+        "topic",
+        "partition",
+        "offset",
+        "key",
+        "value",
+        "unix_millis(timestamp) AS ts",
+        "headers",
+        "date",
         "timestampType",
     )
     out = []

@@ -245,3 +245,37 @@ def test_manager_topics_survive_restart_and_names_are_checked(tmp_path: Path) ->
     m2.delete_topic("orders")
     assert not list(tmp_path.glob("orders-*"))
     m2.close()
+
+
+def test_segment_files_share_a_bounded_budget_of_descriptors(tmp_path: Path) -> None:
+    """Twenty partitions of several segments each (over 100 files) through a budget of 7 descriptors:
+    every write lands, every read comes back, the budget is never exceeded, and a partition reopened
+    after a crash-like close (no flush) has everything an eviction closed."""
+    from logbroker.storage.files import FileCache
+
+    files = FileCache(7)
+    cfg = LogConfig(segment_bytes=300, index_interval_bytes=100)
+    logs = [PartitionLog(tmp_path / f"p{i}", cfg, True, files=files) for i in range(20)]
+    for round_ in range(12):
+        for i, plog in enumerate(logs):
+            assert append(plog, [f"{i}:{round_}".encode() * 8]) == (round_, round_)
+            assert files.open_count <= 7
+    assert files.evictions > 100
+    for i, plog in enumerate(logs):
+        assert len(plog.segments) > 2
+        values = [r.value for r in decode_records(bytes(plog.read(0, 1 << 20)))]
+        while len(values) < 12:  # read() stops at a segment's end
+            values += [r.value for r in decode_records(bytes(plog.read(len(values), 1 << 20)))]
+        assert values == [f"{i}:{r}".encode() * 8 for r in range(12)]
+        assert files.open_count <= 7
+    # A descriptor closed by the budget was synced first: take_unsynced hands out only open ones.
+    fds = [fd for plog in logs for fd in plog.take_unsynced()]
+    assert len(fds) <= 7
+    before = len(os.listdir("/proc/self/fd"))
+    for plog in logs:
+        for s in plog.segments:
+            s.close()
+    assert len(os.listdir("/proc/self/fd")) <= before
+    again = PartitionLog(tmp_path / "p3", cfg, clean_shutdown=False)
+    assert again.next_offset == 12
+    again.close()

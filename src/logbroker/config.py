@@ -81,6 +81,9 @@ class BrokerSettings(BaseSettings):
         "responses of all connections hold more than this",
     )
     fetch_max_bytes: int = Field(55 << 20, ge=1024, description="largest Fetch response (Kafka's fetch.max.bytes)")
+    log_max_open_files: int = Field(
+        0, ge=0, description="descriptors segment files may hold open at once; 0: derived from the open-file limit"
+    )
     group_initial_rebalance_delay_ms: int = Field(
         100, ge=0, description="wait for more members before the first rebalance of an empty group (Kafka: 3000)"
     )
@@ -89,6 +92,29 @@ class BrokerSettings(BaseSettings):
     group_consumer_session_timeout_ms: int = Field(45_000, ge=100, description="KIP-848 member session timeout")
     group_consumer_heartbeat_interval_ms: int = Field(5_000, ge=10, description="KIP-848 heartbeat interval")
     offsets_retention_minutes: int = Field(7 * 24 * 60, ge=1, description="committed offsets of empty groups")
+    # Client-created group state, bounded as Kafka's GroupCoordinatorConfig bounds it.
+    offsets_retention_ms: int | None = Field(
+        None, ge=1, description="overrides offsets_retention_minutes (logbroker only: lets tests expire in seconds)"
+    )
+    offsets_retention_check_interval_ms: int = Field(
+        600_000, ge=1, description="how often expired offsets and empty groups without offsets are removed"
+    )
+    group_max_size: int = Field(2**31 - 1, ge=1, description="members of a classic group (Kafka's group.max.size)")
+    group_consumer_max_size: int = Field(2**31 - 1, ge=1, description="members of a KIP-848 consumer group")
+    # Produce validation and producer state (Kafka's names and 4.4 defaults; the timestamp bounds are also
+    # topic configs, message.timestamp.before.max.ms / message.timestamp.after.max.ms, KIP-937).
+    message_timestamp_before_max_ms: int = Field(
+        2**63 - 1, ge=0, description="refuse CreateTime records older than this against the broker's clock"
+    )
+    message_timestamp_after_max_ms: int = Field(
+        3_600_000, ge=0, description="refuse CreateTime records further in the future than this"
+    )
+    producer_id_expiration_ms: int = Field(
+        86_400_000, ge=1, description="forget an idempotent producer's state once its last batch is this old"
+    )
+    producer_id_expiration_check_interval_ms: int = Field(
+        600_000, ge=1, description="how often expired producer ids are removed"
+    )
     log_level: str = "INFO"
 
     @field_validator("listen")

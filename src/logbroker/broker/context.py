@@ -11,6 +11,8 @@ import asyncio
 import itertools
 import logging
 import os
+import resource
+import time
 import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -60,6 +62,7 @@ class BrokerContext:
         self._producer_ids: ProducerIdAllocator | None = None
         self._append_waiters: dict[PartitionKey, set[asyncio.Future[None]]] = {}
         self._stopping = False
+        self._producer_expiry: asyncio.Task[None] | None = None
         self._table: Mapping[str, tuple[str, int]] = MappingProxyType({})
         self._table_at = -1
         self.read_buffers = BufferPool()  # fetch reads land here, reused across requests
@@ -76,6 +79,8 @@ class BrokerContext:
             retention_ms=s.retention_ms,
             retention_bytes=s.retention_bytes,
             max_message_bytes=s.message_max_bytes,
+            message_timestamp_before_max_ms=s.message_timestamp_before_max_ms,
+            message_timestamp_after_max_ms=s.message_timestamp_after_max_ms,
         )
 
     @property
@@ -86,7 +91,7 @@ class BrokerContext:
         """Open the data directory (recovering it if needed) and start the background services."""
         s = self.settings
         data = Path(s.data_dir)
-        self._logs = LogManager(data, self.log_defaults)
+        self._logs = LogManager(data, self.log_defaults, self.max_open_files())
         self.cluster_id = _cluster_id(data)
         self._producer_ids = ProducerIdAllocator(data / "__producer_ids")
         self._groups = Coordinator(
@@ -95,7 +100,10 @@ class BrokerContext:
                 initial_rebalance_delay_ms=s.group_initial_rebalance_delay_ms,
                 min_session_timeout_ms=s.group_min_session_timeout_ms,
                 max_session_timeout_ms=s.group_max_session_timeout_ms,
-                offsets_retention_ms=s.offsets_retention_minutes * 60_000,
+                offsets_retention_ms=s.offsets_retention_ms or s.offsets_retention_minutes * 60_000,
+                offsets_retention_check_interval_ms=s.offsets_retention_check_interval_ms,
+                max_group_size=s.group_max_size,
+                consumer_max_group_size=s.group_consumer_max_size,
                 consumer_session_timeout_ms=s.group_consumer_session_timeout_ms,
                 consumer_heartbeat_interval_ms=s.group_consumer_heartbeat_interval_ms,
             ),
@@ -104,6 +112,13 @@ class BrokerContext:
         )
         self._groups.start()
         self.flusher.start()
+        self._producer_expiry = asyncio.create_task(self._expire_producers_loop(), name="producer-id-expiry")
+
+    def max_open_files(self) -> int:
+        """Descriptors segment files may hold: `log_max_open_files`, or their share of the open-file limit."""
+        if self.settings.log_max_open_files:
+            return max(self.settings.log_max_open_files, 3)
+        return descriptor_shares(open_file_limit())[1]
 
     def begin_stopping(self) -> None:
         """No new waits: long polls answer at once so connections can drain."""
@@ -115,6 +130,8 @@ class BrokerContext:
     async def close(self) -> None:
         """Stop the coordinators, sync everything outstanding, release the data directory."""
         self.begin_stopping()
+        if self._producer_expiry is not None:
+            self._producer_expiry.cancel()
         if self._groups is not None:
             await self._groups.stop()
         await self.flusher.close()
@@ -125,6 +142,20 @@ class BrokerContext:
 
     def enforce_retention(self) -> int:
         return self._storage.enforce_retention() if self._logs is not None else 0
+
+    def expire_producers(self, now_ms: int | None = None) -> int:
+        """Forget idempotent producers whose last batch is producer.id.expiration.ms old (Kafka's check)."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        ms = self.settings.producer_id_expiration_ms
+        return sum(plog.producers.remove_expired(now, ms) for plog in self._storage.logs.values())
+
+    async def _expire_producers_loop(self) -> None:
+        interval = self.settings.producer_id_expiration_check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            if n := self.expire_producers():
+                ms = self.settings.producer_id_expiration_ms
+                log.info("expired %d producer ids (producer.id.expiration.ms=%d)", n, ms)
 
     @property
     def stopping(self) -> bool:
@@ -159,20 +190,31 @@ class BrokerContext:
     def topic_by_id(self, topic_id: uuid.UUID | str) -> TopicMeta | None:
         return self._storage.topic_by_id(str(topic_id))
 
+    def unavailable(self, topic: str) -> str | None:
+        """Why a topic whose data is on disk cannot be served (damaged metadata), or None."""
+        return self._storage.unavailable.get(topic)
+
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self._storage.get(topic, partition)
 
     def ensure_topic(self, topic: str, allow_auto_create: bool = True) -> ErrorCode:
-        """NONE when `topic` exists or was just auto-created (Kafka's auto.create.topics.enable)."""
-        if topic in self._storage.topics:
+        """NONE when `topic` exists or was just auto-created (Kafka's auto.create.topics.enable).
+
+        A topic whose data is on disk but cannot be served (damaged metadata) answers KAFKA_STORAGE_ERROR
+        and is never auto-created anew; so does an auto-create that fails for lack of space or descriptors.
+        """
+        storage = self._storage
+        if topic in storage.topics:
             return ErrorCode.NONE
+        if topic in storage.unavailable:
+            return ErrorCode.KAFKA_STORAGE_ERROR
         try:
             validate_topic_name(topic)
+            if not (allow_auto_create and self.settings.auto_create_topics):
+                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            storage.create_topic(topic, self.settings.num_partitions)
         except TopicError as exc:
             return exc.error
-        if not (allow_auto_create and self.settings.auto_create_topics):
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        self._storage.create_topic(topic, self.settings.num_partitions)
         return ErrorCode.NONE
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str | None] | None = None) -> TopicMeta:
@@ -241,6 +283,21 @@ class BrokerContext:
                     s.discard(fut)
                     if not s:
                         del self._append_waiters[k]
+
+
+def open_file_limit() -> int:
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return 1 << 20 if soft == resource.RLIM_INFINITY else soft
+
+
+def descriptor_shares(limit: int) -> tuple[int, int]:
+    """How `limit` open files are shared: (client connections, segment files), with the rest kept for the
+    broker's own (its lock, internal logs, epoll, the fsync thread...). Segment files get a quarter, or half
+    of a small limit, at most 1,024 ahead of a quarter: enough for thousands of partitions' active
+    segments, while accept() never fails for want of a descriptor."""
+    margin = min(128, max(limit // 8, 8))
+    files = max(limit // 4, min(1024, limit // 2), 3)
+    return max(limit - files - margin, 1), files
 
 
 def _cluster_id(data: Path) -> str:

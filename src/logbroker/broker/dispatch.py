@@ -38,8 +38,8 @@ def handles(
 ) -> Callable[[F], F]:
     """Register the decorated function as the handler of API `key` in versions min..max.
 
-    `rejected_below`: versions advertised only for old clients' feature probes and answered with
-    UNSUPPORTED_VERSION (the request still decodes, so the handler can answer in its shape).
+    `rejected_below`: versions advertised only for old clients' feature probes; a request in one closes the
+    connection, as Kafka 4 does (KIP-896 removed them; KAFKA-18659 keeps advertising Produce v0-2).
     `exclusive`: for APIs whose answers can be large (Fetch): the connection takes no further request
     until this one is answered, as Kafka does for every request, so pipelining cannot multiply the memory
     a connection holds. Other requests pipeline (producers keep several in flight).

@@ -18,7 +18,7 @@ from typing import Any
 from logbroker.config import BrokerSettings, parse_host_port, parse_ip_overrides
 from logbroker.protocol import ProtocolError, Request, ServerConnection
 
-from .context import BrokerContext, NoResponse
+from .context import BrokerContext, NoResponse, descriptor_shares
 from .dispatch import Handler
 from .handlers import registry, served_apis
 from .logfilter import RepeatFilter
@@ -63,7 +63,7 @@ class Broker:
         self._log_filter.install()
         fds = raise_fd_limit()
         # Connections get what descriptors the logs do not need: accept() must never hit EMFILE.
-        allowed = max(fds - max(1024, fds // 4), 64)
+        allowed = descriptor_shares(fds)[0]
         if self.max_connections > allowed:
             log.info(
                 "max_connections %d lowered to %d by the file-descriptor limit %d", self.max_connections, allowed, fds
@@ -197,6 +197,9 @@ class Broker:
                 deleted = self.context.enforce_retention()
                 if deleted:
                     log.info("retention deleted %d segments", deleted)
+
+
+_CLOSE = memoryview(b"")  # a request's "answer" that closes the connection instead
 
 
 class ClientConnection(asyncio.BufferedProtocol):
@@ -413,18 +416,16 @@ class ClientConnection(asyncio.BufferedProtocol):
         if fut.done():
             return
         try:
-            if response is None or isinstance(response, NoResponse):
+            if isinstance(response, NoResponse) and response.close:
+                fut.set_result(_CLOSE)
+            elif response is None or isinstance(response, NoResponse):
                 fut.set_result(None)
-                if isinstance(response, NoResponse) and response.close:
-                    self._close_after_drain = True
             else:
                 fut.set_result(self.codec.encode_response(req, response))
         except Exception as exc:
             if not fut.done():
                 fut.set_exception(exc)
         self._drain()
-
-    _close_after_drain = False
 
     def _drain(self) -> None:
         t = self.transport
@@ -439,6 +440,16 @@ class ClientConnection(asyncio.BufferedProtocol):
                 self._fail()
                 return
             frame = fut.result()
+            if frame is _CLOSE:
+                # Kafka reads a connection's requests one at a time, so nothing after this one is ever
+                # answered: close once what came before is sent, and drop the rest.
+                self._closed = True
+                for later in self.pending:
+                    later.cancel()
+                self.pending.clear()
+                if t is not None and not t.is_closing():
+                    t.close()
+                return
             if frame is not None and t is not None and not self._closed:
                 t.write(frame)  # sent at once when the socket takes it
                 if not t.get_write_buffer_size():
@@ -446,9 +457,6 @@ class ClientConnection(asyncio.BufferedProtocol):
                     # (Python 3.12+ keeps a view of it, not a copy): the buffer is left to it, not pooled.
                     self.codec.sent(frame)
                 wrote = True
-        if self._close_after_drain and not self.pending:
-            self.close()
-            return
         if wrote and not self._closed:
             self._track_unsent()
         self.update_reading()

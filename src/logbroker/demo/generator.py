@@ -341,9 +341,7 @@ def _per_minute(total: int, minutes: int, incident: dict[int, float], rng: rando
     scale = total / sum(weights)
     counts = [int(w * scale) for w in weights]
     # Largest remainders get the rounding leftovers so the counts add up exactly.
-    for m in sorted(range(minutes), key=lambda m: weights[m] * scale - counts[m], reverse=True)[
-        : total - sum(counts)
-    ]:
+    for m in sorted(range(minutes), key=lambda m: weights[m] * scale - counts[m], reverse=True)[: total - sum(counts)]:
         counts[m] += 1
     return counts
 

@@ -279,9 +279,7 @@ def run_demo(
         )
         stage = "publishing"
         t0 = time.monotonic()
-        by_priority, by_type, late, first, last = _publish(
-            bootstrap, notifications, minutes, seed, console
-        )
+        by_priority, by_type, late, first, last = _publish(bootstrap, notifications, minutes, seed, console)
         result = DemoResult(
             out=out,
             archive=out / "archive",

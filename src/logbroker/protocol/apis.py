@@ -49,7 +49,7 @@ class ApiSpec:
     api: Api
     min_version: int
     max_version: int
-    # Versions advertised for old clients' feature probes but answered with UNSUPPORTED_VERSION
+    # Versions advertised for old clients' feature probes only: a request in one closes the connection
     # (librdkafka < 2.11 enables compression only when Produce v0 is in range; Kafka 4 does the same).
     rejected_below: int = 0
 

@@ -47,4 +47,3 @@ class BufferPool:
     @property
     def pooled_bytes(self) -> int:
         return self._bytes
-

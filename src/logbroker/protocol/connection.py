@@ -18,7 +18,9 @@ from .buffers import BufferPool
 from .errors import ErrorCode, FrameTooLarge, ProtocolError
 from .messages import (
     API_VERSIONS_KEY,
+    MAX_STRING_BYTES,
     RequestHeader,
+    clip_long_strings,
     decode_body,
     encode_response_frame,
     is_flexible,
@@ -168,9 +170,20 @@ class ServerConnection:
     def encode_response(self, req: Request, response: Any, version: int | None = None) -> memoryview:
         assert req.spec is not None
         v = req.version if version is None else version
-        frame = encode_response_frame(
-            req.spec, v, req.header.correlation_id, response, req.response_size_hint, self.frames
-        )
+        if req.size > MAX_STRING_BYTES:
+            # Only a request this large can carry a name that an error message quotes past Kafka's string
+            # limit (and walking an answer costs microseconds next to receiving 32 KB).
+            clip_long_strings(response)
+        try:
+            frame = encode_response_frame(
+                req.spec, v, req.header.correlation_id, response, req.response_size_hint, self.frames
+            )
+        except struct.error:  # a string over its int16 length, from a smaller request: clip and answer
+            if not clip_long_strings(response):
+                raise
+            frame = encode_response_frame(
+                req.spec, v, req.header.correlation_id, response, req.response_size_hint, self.frames
+            )
         for pool, buf in req.lent:
             pool.give(buf)
         req.lent.clear()
@@ -191,8 +204,17 @@ def parse_request(frame: memoryview, apis: Mapping[int, ApiSpec]) -> Request:
     if v < spec.min_version or v > spec.max_version:
         if spec.key == API_VERSIONS_KEY:
             # KIP-511: answer a too-new ApiVersions in v0 so the client can retry with a version we know.
+            # Its body is not read, but its header is, as Kafka reads it: with tagged fields from v3 on.
+            if v >= 3:
+                try:
+                    skip_tagged_fields(frame, pos)
+                except (ProtocolError, IndexError) as exc:
+                    raise ProtocolError(f"{spec.name} v{v}: request header cut short ({exc})") from None
             return Request(header, spec, None, ErrorCode.UNSUPPORTED_VERSION)
         raise ProtocolError(f"{spec.name} v{v} is not supported (supported {spec.min_version}-{spec.max_version})")
+    if v < spec.rejected_below:
+        # Advertised for old clients' feature probes only; Kafka 4 closes the connection on such a request.
+        raise ProtocolError(f"{spec.name} v{v} is advertised but not served (Kafka 4 removed it)")
     try:
         if is_flexible(spec, v):
             pos = skip_tagged_fields(frame, pos)
@@ -201,6 +223,4 @@ def parse_request(frame: memoryview, apis: Mapping[int, ApiSpec]) -> Request:
         raise
     except Exception as exc:  # the generated decoders raise struct/index/unicode errors on garbage
         raise ProtocolError(f"malformed {spec.name} v{v}: {type(exc).__name__}: {exc}") from exc
-    if v < spec.rejected_below:
-        return Request(header, spec, body, ErrorCode.UNSUPPORTED_VERSION)
     return Request(header, spec, body)

@@ -1,8 +1,10 @@
 """Per-API message codecs: request-header parsing, body decoding, response framing.
 
 The codecs are kafka-python 3.x's schema-driven classes (generated once per version from Kafka's JSON
-specs; see docs/design.md for the measurement behind that choice), reached through `apis`. Which versions
-are served is not decided here: the broker's handlers declare it (`ApiSpec`).
+specs; see docs/design.md for the measurement behind that choice), reached through `apis`. Request bodies
+are decoded by `readers` (generated from the same schemas, with Kafka's reader rules: the codec's own
+decoders trust their input); responses are encoded by the codec. Which versions are served is not decided
+here: the broker's handlers declare it (`ApiSpec`).
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from kafka.protocol.schemas.fields.codecs.encode_buffer import EncodeBuffer
 from .apis import ApiSpec
 from .buffers import POOLED_MIN, BufferPool
 from .errors import ErrorCode, ProtocolError
-from .primitives import skip_tagged_fields
+from .primitives import MAX_STRING_BYTES, skip_tagged_fields
 from .produce import FIRST_TOPIC_ID_VERSION, decode_produce
+from .readers import MalformedRequest, NullField, Overrun, compile_request_decoder
 
 PRODUCE_KEY = 0
 API_VERSIONS_KEY = 18
@@ -60,74 +63,24 @@ _decoders: dict[tuple[int, int], Any] = {}
 
 
 def decode_body(spec: ApiSpec, version: int, frame: memoryview, pos: int) -> Any:
+    """The request body at `pos`, decoded by Kafka's reader rules (`readers`); raises ProtocolError."""
     if spec.key == PRODUCE_KEY and version < FIRST_TOPIC_ID_VERSION:
         return decode_produce(spec.request[None], version, frame, pos)  # records stay views into the frame
     key = (spec.key, version)
     fn = _decoders.get(key)
     if fn is None:
-        flex = is_flexible(spec, version)
-        cls = spec.request[None]
-        fn = cls._struct.compiled_decode_from(version, compact=flex, tagged=flex, data_class=cls)
-        _decoders[key] = fn
-    obj, end = fn(frame, pos)
-    if end > len(frame):
-        # The generated decoders slice strings/bytes without bounds checks: a length that overruns the
-        # frame yields a silently shortened value instead of an error. Kafka refuses such a request.
+        fn = _decoders[key] = compile_request_decoder(spec.request[None], version, is_flexible(spec, version))
+    try:
+        obj, end = fn(frame, pos)
+    except NullField as exc:  # Kafka's generated readers refuse a null where the schema allows none
+        raise ProtocolError(f"{spec.name} v{version}: {exc}") from None
+    except Overrun as exc:
+        raise ProtocolError(f"{spec.name} v{version} overruns its frame ({len(frame)} bytes): {exc}") from None
+    except MalformedRequest as exc:
+        raise ProtocolError(f"{spec.name} v{version}: {exc}") from None
+    if end > len(frame):  # every read is bounded; kept as a last line against a reader slip
         raise ProtocolError(f"{spec.name} v{version} overruns its frame ({end} > {len(frame)} bytes)")
-    plan = _null_plans.get(key)
-    if plan is None:
-        plan = _null_plans[key] = _null_plan(spec.request[None]._struct, version)
-    bad = _null_field(obj, plan)
-    if bad is not None:
-        # Kafka's generated readers refuse a null (negative length) where the schema does not allow one.
-        raise ProtocolError(f"{spec.name} v{version}: non-nullable field {bad} is null")
-    obj._version = version
     return obj
-
-
-# Per field that needs looking at: (name, nullable, plan for its struct or array elements, is an array).
-_NullPlan = tuple[tuple[str, bool, Any, bool], ...]
-_null_plans: dict[tuple[int, int], _NullPlan] = {}
-
-
-def _null_plan(struct_field: Any, version: int) -> _NullPlan:
-    """What to check for nulls in `version`: non-nullable strings/bytes/arrays, and the structs around them."""
-    plan = []
-    for f in struct_field._fields:
-        if not f.for_version_q(version) or f.tagged_field_q(version):
-            continue
-        nullable = bool(f.nullable_for_version_q(version))
-        if f.is_struct_array():
-            sub = _null_plan(f.array_of, version)
-            if sub or not nullable:
-                plan.append((f.name, nullable, sub, True))
-        elif f.is_struct():
-            sub = _null_plan(f, version)
-            if sub:
-                plan.append((f.name, True, sub, False))
-        elif (f.is_array() or f.type_str in ("string", "bytes", "records")) and not nullable:
-            plan.append((f.name, False, (), False))
-    return tuple(plan)
-
-
-def _null_field(obj: Any, plan: _NullPlan) -> str | None:
-    """The path of the first null in a non-nullable field, or None."""
-    for name, nullable, sub, is_array in plan:
-        value = getattr(obj, name)
-        if value is None:
-            if not nullable:
-                return name
-        elif sub:
-            if is_array:
-                for i, item in enumerate(value):
-                    bad = _null_field(item, sub)
-                    if bad is not None:
-                        return f"{name}[{i}].{bad}"
-            else:
-                bad = _null_field(value, sub)
-                if bad is not None:
-                    return f"{name}.{bad}"
-    return None
 
 
 def encode_body(spec: ApiSpec, version: int, response: Any) -> bytes:
@@ -172,6 +125,30 @@ def encode_response_frame(
     else:
         head.pack_into(buf, 0, end - 4, correlation_id)
     return memoryview(buf)[:end]
+
+
+def clip_long_strings(message: Any) -> bool:
+    """Cut every string field of `message` (recursively) to Kafka's 32767 UTF-8 bytes; True if any was.
+
+    Only error messages can be that long (one quoting a huge name from the request): Kafka's serializer
+    refuses them, a classic int16 length cannot carry them, and Kafka's clients refuse a longer compact
+    string. A shortened message is better than no answer.
+    """
+    clipped = False
+    for f in message._struct._fields:
+        value = getattr(message, f.name, None)
+        if isinstance(value, str):
+            raw = value.encode("utf-8", "surrogatepass")
+            if len(raw) > MAX_STRING_BYTES:
+                setattr(message, f.name, raw[:MAX_STRING_BYTES].decode("utf-8", "ignore"))
+                clipped = True
+        elif isinstance(value, list):
+            for item in value:
+                if hasattr(item, "_struct"):
+                    clipped |= clip_long_strings(item)
+        elif hasattr(value, "_struct"):
+            clipped |= clip_long_strings(value)
+    return clipped
 
 
 def release_frame(frame: memoryview, pool: BufferPool) -> None:

@@ -14,7 +14,7 @@ import struct
 from typing import Any
 
 from .errors import ProtocolError
-from .primitives import Truncated, read_uvarint, skip_tagged_fields
+from .primitives import MAX_STRING_BYTES, Truncated, read_uvarint, skip_tagged_fields
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -40,12 +40,12 @@ def _new(cls: Any, version: int) -> Any:
 
 
 def _text(mv: memoryview, pos: int, n: int, name: str, what: str) -> str:
+    """A string as Kafka's readers take it: at most 32767 bytes, malformed UTF-8 replaced, not refused."""
+    if n > MAX_STRING_BYTES:
+        raise ProtocolError(f"{name}: string field {what} had invalid length {n}")
     if pos + n > len(mv):
         raise _Overrun
-    try:
-        return str(mv[pos : pos + n], "utf-8")
-    except UnicodeDecodeError as exc:
-        raise ProtocolError(f"{name}: {what} is not UTF-8") from exc
+    return str(mv[pos : pos + n], "utf-8", "replace")
 
 
 def decode_produce(request_cls: Any, version: int, frame: memoryview, pos: int) -> Any:

@@ -1,8 +1,8 @@
 """Record batch v2 (magic 2): header access for the hot path, full codec for tools and tests.
 
-The broker never decodes records on produce or fetch: it walks batch headers, checks the CRC32C, patches
-the base offset in place and stores the bytes as they came. `decode_records`/`build_batch` exist for the
-CLI, the benchmarks and the tests.
+Fetch never decodes records. Produce walks a client's records once to validate them as Kafka does
+(`protocol/validate.py`), then patches the base offset in place and stores the bytes as they came.
+`decode_records`/`build_batch` exist for the CLI, the benchmarks and the tests.
 """
 
 from __future__ import annotations
@@ -57,11 +57,23 @@ class Compression:
 
 
 class InvalidBatch(ValueError):
-    """A batch that must be refused with Kafka's error code `error`."""
+    """A batch that must be refused with Kafka's error code `error`.
 
-    def __init__(self, message: str, error: ErrorCode = ErrorCode.CORRUPT_MESSAGE) -> None:
+    `record_errors` are (index in batch, reason) of the records Kafka names in its answer (bad
+    timestamps); `log_start` says whether Kafka reports the partition's log start offset with this error
+    (it does for what its log and LogValidator refuse, not for checks made before or for CRC and size)."""
+
+    def __init__(
+        self,
+        message: str,
+        error: ErrorCode = ErrorCode.CORRUPT_MESSAGE,
+        record_errors: Sequence[tuple[int, str]] = (),
+        log_start: bool = False,
+    ) -> None:
         super().__init__(message)
         self.error = error
+        self.record_errors = record_errors
+        self.log_start = log_start
 
 
 @dataclass(slots=True)
@@ -266,7 +278,10 @@ def compress(codec: int, data: bytes) -> bytes:
     if codec == Compression.SNAPPY:
         return bytes(cramjam.snappy.compress_raw(data))
     if codec == Compression.LZ4:
-        return bytes(cramjam.lz4.compress(data))
+        # Kafka reads only frames of independent blocks (cramjam's default links them).
+        lz4 = cramjam.lz4.Compressor(content_checksum=False, block_linked=False)
+        lz4.compress(data)
+        return bytes(lz4.finish())
     if codec == Compression.ZSTD:
         return bytes(cramjam.zstd.compress(data))
     raise InvalidBatch(f"unknown compression codec {codec}", ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)

@@ -477,4 +477,3 @@ def _summary(result: RunResult) -> None:
         f"({rate:,.0f} rows/s){lag}, {result.stopped} -> {', '.join(result.sinks)}",
         soft_wrap=True, markup=False, highlight=False,
     )  # fmt: skip
-

@@ -34,6 +34,7 @@ __all__ = ["ARCHIVE_COLUMNS", "ReplayError", "replay"]
 # Columns replay needs from the archive layout (topic, date and timestampType are also there).
 ARCHIVE_COLUMNS = ("topic", "partition", "offset", "key", "value", "headers", "timestamp")
 
+
 class ReplayError(RuntimeError):
     """The archive cannot be replayed into the topic; the message says why (path, topic, partitions)."""
 
@@ -60,8 +61,7 @@ def _read(archive_path: str, spark: SparkSession) -> DataFrame:
     missing = [c for c in ARCHIVE_COLUMNS if c not in found.columns]
     if missing:
         raise ReplayError(
-            f"{archive_path} is not an archive: column(s) {', '.join(missing)} missing "
-            f"(has {', '.join(found.columns)})"
+            f"{archive_path} is not an archive: column(s) {', '.join(missing)} missing (has {', '.join(found.columns)})"
         )
     from logbroker.spark.builtins import read_archive
 

@@ -13,8 +13,9 @@ from pathlib import Path
 from logbroker.protocol.buffers import BufferPool
 from logbroker.protocol.records import BatchHeader, assign_offsets, decode_batch, stamp_log_append_time
 
+from .files import FileCache
 from .producers import BatchMeta, ProducerStateTable
-from .segment import Segment
+from .segment import Segment, Truncation
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,9 @@ class LogConfig:
     index_interval_bytes: int = 4096
     max_message_bytes: int = 1048588
     log_append_time: bool = False  # message.timestamp.type=LogAppendTime
+    # KIP-937 bounds on a CreateTime record's timestamp against the broker's clock (Kafka 4 defaults).
+    message_timestamp_before_max_ms: int = (1 << 63) - 1
+    message_timestamp_after_max_ms: int = 3_600_000
 
 
 class OffsetOutOfRange(Exception):
@@ -42,13 +46,22 @@ def _now_ms() -> int:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
+    """Replace `path` with `data` all or nothing: temp file, fsync, rename, fsync the directory.
+
+    A full disk or a file-size limit shows as a short write: it raises (and the temp file goes) instead of
+    renaming a cut file into place."""
+    tmp = path.with_name(f".{path.name[:200]}.tmp")  # a 249-character topic's name leaves no room for more
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.write(fd, data)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]  # a short write is retried, and then fails with the reason
         os.fsync(fd)
-    finally:
+    except BaseException:
         os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
     os.replace(tmp, path)
     dfd = os.open(path.parent, os.O_RDONLY)
     try:
@@ -64,40 +77,99 @@ class PartitionLog:
     descriptors are handed to a worker thread for fdatasync.
     """
 
-    def __init__(self, directory: Path, config: LogConfig, clean_shutdown: bool) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        clean_shutdown: bool,
+        verify_crc: bool = True,
+        files: FileCache | None = None,
+    ) -> None:
         self.dir = directory
+        self.files = files  # the broker's descriptor budget (None: descriptors stay open)
         self.config = config
+        self.verify_crc = verify_crc  # False: recovery keeps well-framed batches whose CRC fails (internal logs)
         directory.mkdir(parents=True, exist_ok=True)
         self.segments: list[Segment] = []
         self.producers = ProducerStateTable()
         self.unsynced: set[Segment] = set()
         self.truncated_bytes = 0
-        self._load(clean_shutdown)
+        self.truncations: list[tuple[int, Truncation]] = []  # (segment base, what recovery cut) on this open
+        try:
+            self._load(clean_shutdown)
+        except BaseException:  # out of descriptors or space: give back every descriptor opened so far
+            for seg in self.segments:
+                seg.close()
+            raise
 
     # ------------------------------------------------------------------ loading and recovery
 
     def _load(self, clean: bool) -> None:
+        """Open the segments; recover what cannot be trusted.
+
+        The active segment's batches after its last index entry are CRC-checked on every start (a clean
+        stop's marker does not vouch for bytes cut or damaged afterwards); without the marker it is
+        recovered whole. A segment whose indexes are missing or inconsistent is recovered too. Recovery
+        truncates at the first bad batch, as Kafka's does, and says which offsets it dropped. Later
+        segments are kept (Kafka keeps them when it rebuilds one segment's index): their offsets are still
+        above the truncated one's, and readers step over the gap as over a compacted range.
+        """
         bases = sorted(int(p.stem) for p in self.dir.glob("*.log") if p.stem.isdigit())
         for p in self.dir.glob("*.tmp"):
             p.unlink()
         for i, base in enumerate(bases):
-            seg = Segment(self.dir, base, self.config.index_interval_bytes, _now_ms())
+            seg = Segment(self.dir, base, self.config.index_interval_bytes, _now_ms(), self.files)
+            self.segments.append(seg)
             last = i == len(bases) - 1
+            crc = self.verify_crc
             if last and not clean:
-                self.truncated_bytes += seg.recover()
-                if self.truncated_bytes:
-                    log.warning("%s: truncated %d bytes of torn or corrupt tail", self.dir, self.truncated_bytes)
+                cut = seg.recover(crc)
             elif not seg.load_indexes():
                 log.warning("%s: rebuilding indexes of segment %d", self.dir, base)
-                self.truncated_bytes += seg.recover()
-            self.segments.append(seg)
-        # Drop empty trailing segments left by a crash right after a roll, but keep one.
+                cut = seg.recover(crc)
+            elif last and not seg.check_tail(crc):
+                log.warning("%s: the tail of segment %d is torn or corrupt; recovering it", self.dir, base)
+                cut = seg.recover(crc)
+            else:
+                cut = None
+            if cut is not None:
+                self._report(seg, cut, None if last else bases[i + 1])
+        # Drop segments recovery emptied (they hold no offsets) and empty trailing segments left by a crash
+        # right after a roll, but keep one.
+        for seg in [s for s in self.segments[:-1] if s.size == 0 and self.truncations]:
+            self.segments.remove(seg)
+            seg.delete()
         while len(self.segments) > 1 and self.segments[-1].size == 0:
             self.segments.pop().delete()
         if not self.segments:
             self.segments.append(self._new_segment(self._stored_log_start() or 0))
         self.log_start_offset = max(self.segments[0].base_offset, self._stored_log_start() or 0)
+        if self.truncations:  # the snapshot may remember batches that are gone: rebuild from the log
+            (self.dir / PRODUCER_SNAPSHOT).unlink(missing_ok=True)
         self._load_producer_state()
+
+    def _report(self, seg: Segment, cut: Truncation, next_base: int | None) -> None:
+        """Log what recovery dropped: the offsets, the bytes and why (acknowledged records may be among them)."""
+        self.truncated_bytes += cut.bytes
+        self.truncations.append((seg.base_offset, cut))
+        last = cut.last_offset
+        if next_base is not None:  # a later segment bounds what this one held
+            last = next_base - 1 if last is None else min(last, next_base - 1)
+        span = (
+            f"offsets {cut.first_offset}-{last}"
+            if last is not None and last >= cut.first_offset
+            else f"offsets from {cut.first_offset} (no readable batch header)"
+        )
+        log.warning(
+            "%s: truncated %d bytes of torn or corrupt data at byte %d of segment %d, dropping %s: %s%s",
+            self.dir,
+            cut.bytes,
+            cut.position,
+            seg.base_offset,
+            span,
+            cut.reason,
+            "" if next_base is None else f"; later segments are kept (the log continues at offset {next_base})",
+        )
 
     def _stored_log_start(self) -> int | None:
         try:
@@ -106,8 +178,12 @@ class PartitionLog:
             return None
 
     def _new_segment(self, base: int) -> Segment:
-        seg = Segment(self.dir, base, self.config.index_interval_bytes, _now_ms())
-        seg.recover()  # empty: just creates fresh index files
+        seg = Segment(self.dir, base, self.config.index_interval_bytes, _now_ms(), self.files)
+        try:
+            seg.recover()  # empty: just creates fresh index files
+        except BaseException:
+            seg.close()
+            raise
         return seg
 
     def _load_producer_state(self) -> None:
@@ -209,9 +285,7 @@ class PartitionLog:
         i = bisect.bisect_right([s.base_offset for s in self.segments], offset) - 1
         return max(i, 0)
 
-    def read(
-        self, offset: int, max_bytes: int, first_whole: bool = True, pool: BufferPool | None = None
-    ) -> memoryview:
+    def read(self, offset: int, max_bytes: int, first_whole: bool = True, pool: BufferPool | None = None) -> memoryview:
         """Whole batches starting with the one that holds `offset` (in a buffer from `pool`, if given)."""
         if offset < self.log_start_offset or offset > self.next_offset:
             raise OffsetOutOfRange(
@@ -308,8 +382,9 @@ class PartitionLog:
     # ------------------------------------------------------------------ durability
 
     def take_unsynced(self) -> list[int]:
-        """File descriptors written since the last sync; the caller fdatasyncs them off the loop."""
-        fds = [s.fd for s in self.unsynced]
+        """File descriptors written since the last sync; the caller fdatasyncs them off the loop. A segment
+        whose descriptor the budget closed meanwhile was synced as it was closed."""
+        fds = [fd for s in self.unsynced if (fd := s.open_fd) is not None]
         self.unsynced.clear()
         return fds
 

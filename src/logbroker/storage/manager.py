@@ -14,6 +14,7 @@ from pathlib import Path
 
 from logbroker.protocol.errors import ErrorCode as E
 
+from .files import FileCache
 from .log import LogConfig, PartitionLog, _write_atomic
 
 log = logging.getLogger(__name__)
@@ -21,6 +22,7 @@ log = logging.getLogger(__name__)
 CLEAN_MARKER = ".clean-shutdown"
 TOPICS_DIR = "__topics"
 LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+PARTITION_DIR = re.compile(r"^([a-zA-Z0-9._-]+)-([0-9]+)$")
 MAX_TOPIC_NAME = 249
 
 # Topic-level configs we honour, with how they map onto LogConfig fields.
@@ -31,6 +33,8 @@ TOPIC_CONFIG_KEYS = {
     "retention.bytes": "retention_bytes",
     "index.interval.bytes": "index_interval_bytes",
     "max.message.bytes": "max_message_bytes",
+    "message.timestamp.before.max.ms": "message_timestamp_before_max_ms",
+    "message.timestamp.after.max.ms": "message_timestamp_after_max_ms",
 }
 # Accepted and reported, but with no effect on a single node.
 PASSIVE_TOPIC_CONFIGS = {
@@ -102,9 +106,11 @@ def parse_topic_configs(configs: dict[str, str | None], defaults: LogConfig) -> 
 class LogManager:
     """Owns the data directory (locked against a second broker) and every partition log in it."""
 
-    def __init__(self, data_dir: Path, defaults: LogConfig) -> None:
+    def __init__(self, data_dir: Path, defaults: LogConfig, max_open_files: int | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.defaults = defaults
+        # Every partition's segment files share one budget of descriptors (see storage/files.py).
+        self.files = FileCache(max_open_files)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         fresh = not (self.data_dir / TOPICS_DIR).exists()
         self._lock_fd = os.open(self.data_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
@@ -117,6 +123,9 @@ class LogManager:
         self.clean_start = fresh or marker.exists()
         self.topics: dict[str, TopicMeta] = {}
         self._by_id: dict[str, TopicMeta] = {}  # topic id (KIP-516) -> topic, kept with `topics`
+        # Topics present on disk that cannot be served (unreadable metadata, or records without metadata):
+        # name -> why. They are never created anew over their old directories.
+        self.unavailable: dict[str, str] = {}
         self.changes = 0  # bumped whenever a topic is created, grown or deleted (for derived tables)
         self.logs: dict[tuple[str, int], PartitionLog] = {}
         self._meta_dir = self.data_dir / TOPICS_DIR
@@ -128,19 +137,46 @@ class LogManager:
     def _load(self) -> None:
         for p in sorted(self._meta_dir.glob("*.json")):
             try:
-                meta = TopicMeta(**json.loads(p.read_text()))
-            except (ValueError, TypeError) as exc:
-                log.error("ignoring unreadable topic metadata %s: %s", p, exc)
+                meta = _read_meta(p)
+                cfg = parse_topic_configs(meta.configs, self.defaults)
+            except (ValueError, TypeError, TopicError) as exc:
+                self._refuse(p.stem, f"its metadata file {p} is unreadable ({exc})")
                 continue
             self.topics[meta.name] = meta
             self._by_id[meta.topic_id] = meta
-            cfg = parse_topic_configs(meta.configs, self.defaults)
             for i in range(meta.partitions):
-                self.logs[(meta.name, i)] = PartitionLog(self._part_dir(meta.name, i), cfg, self.clean_start)
-        # Partition directories of topics whose deletion was interrupted.
+                self.logs[(meta.name, i)] = PartitionLog(
+                    self._part_dir(meta.name, i), cfg, self.clean_start, files=self.files
+                )
+        # Partition directories of topics whose deletion was interrupted; and records without metadata.
+        orphans: dict[str, list[str]] = {}
         for d in self.data_dir.iterdir():
             if d.is_dir() and d.name.endswith(".deleted"):
                 shutil.rmtree(d, ignore_errors=True)
+                continue
+            m = PARTITION_DIR.match(d.name)
+            if m is None or m[1].startswith("__") or not d.is_dir() or (m[1], int(m[2])) in self.logs:
+                continue
+            if _holds_records(d):
+                orphans.setdefault(m[1], []).append(d.name)
+        for name, dirs in sorted(orphans.items()):
+            if name in self.unavailable:
+                continue
+            where = ", ".join(sorted(dirs))
+            if name in self.topics:
+                n = self.topics[name].partitions
+                log.error("%s: directories %s beyond its %d partitions hold records; not served", name, where, n)
+            else:
+                missing = self._meta_dir / f"{name}.json"
+                self._refuse(name, f"its partition directories ({where}) hold records but {missing} is missing")
+
+    def _refuse(self, name: str, why: str) -> None:
+        reason = (
+            f"topic {name!r} is unavailable: {why}; it is not served and will not be re-created over its old "
+            f"data: restore the metadata file, or move the topic's directories away, and restart"
+        )
+        self.unavailable[name] = reason
+        log.error("%s", reason)
 
     def _part_dir(self, topic: str, partition: int) -> Path:
         return self.data_dir / f"{topic}-{partition}"
@@ -151,23 +187,32 @@ class LogManager:
     def create_topic(
         self, name: str, partitions: int, configs: dict[str, str | None] | None = None, internal: bool = False
     ) -> TopicMeta:
+        """Create a topic whole or not at all: a full disk or a lack of descriptors raises
+        TopicError(KAFKA_STORAGE_ERROR) and leaves no directory, metadata or open file behind."""
         validate_topic_name(name)
         if name in self.topics:
             raise TopicError(E.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        if name in self.unavailable:
+            raise TopicError(E.KAFKA_STORAGE_ERROR, self.unavailable[name])
         if partitions <= 0:
             raise TopicError(E.INVALID_PARTITIONS, f"number of partitions must be positive, got {partitions}")
         clean = {k: v for k, v in (configs or {}).items() if v is not None}
         cfg = parse_topic_configs(clean, self.defaults)
         meta = TopicMeta(name, partitions, configs=clean, internal=internal)
-        for i in range(partitions):
-            self.logs[(name, i)] = PartitionLog(self._part_dir(name, i), cfg, clean_shutdown=True)
-        self._save_meta(meta)
+        opened = self._open_new_partitions(name, range(partitions), cfg)
+        try:
+            self._save_meta(meta)
+        except OSError as exc:
+            self._discard(name, opened, [plog.dir for plog in opened.values()])
+            raise _storage_error(f"could not create topic {name!r}", exc) from None
+        self.logs.update(opened)
         self.topics[name] = meta
         self._by_id[meta.topic_id] = meta
         self.changes += 1
         return meta
 
     def create_partitions(self, name: str, count: int) -> None:
+        """Grow a topic all or nothing, as `create_topic`: on a storage failure the count stays."""
         meta = self.topics.get(name)
         if meta is None:
             raise TopicError(E.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
@@ -176,11 +221,59 @@ class LogManager:
                 E.INVALID_PARTITIONS, f"topic {name!r} has {meta.partitions} partitions; new count must be larger"
             )
         cfg = parse_topic_configs(meta.configs, self.defaults)
-        for i in range(meta.partitions, count):
-            self.logs[(name, i)] = PartitionLog(self._part_dir(name, i), cfg, clean_shutdown=True)
+        opened = self._open_new_partitions(name, range(meta.partitions, count), cfg)
+        grown = TopicMeta(name, count, meta.topic_id, dict(meta.configs), meta.internal)
+        try:
+            self._save_meta(grown)
+        except OSError as exc:
+            self._discard(name, opened, [plog.dir for plog in opened.values()])
+            raise _storage_error(f"could not add partitions to topic {name!r}", exc) from None
+        self.logs.update(opened)
         meta.partitions = count
-        self._save_meta(meta)
         self.changes += 1
+
+    def _open_new_partitions(self, name: str, indexes: range, cfg: LogConfig) -> dict[tuple[str, int], PartitionLog]:
+        """Fresh partition logs for `indexes`; on failure every one opened here is closed and removed.
+
+        A directory already there is a leftover of an interrupted create when it holds no records, and
+        is replaced; one that holds records belongs to a topic whose metadata is lost: refused."""
+        opened: dict[tuple[str, int], PartitionLog] = {}
+        made: list[Path] = []  # directories this call made (or emptied leftovers it replaced)
+        i = indexes.start
+        try:
+            for i in indexes:
+                d = self._part_dir(name, i)
+                if d.exists():
+                    if _holds_records(d):
+                        raise TopicError(
+                            E.KAFKA_STORAGE_ERROR,
+                            f"cannot create partition {i} of topic {name!r}: {d} holds records of an earlier "
+                            f"topic whose metadata is lost; move it away first",
+                        )
+                    shutil.rmtree(d)
+                made.append(d)
+                opened[(name, i)] = PartitionLog(d, cfg, clean_shutdown=True, files=self.files)
+        except OSError as exc:
+            self._discard(name, opened, made)
+            raise _storage_error(f"could not create partition {i} of topic {name!r}", exc) from None
+        except BaseException:
+            self._discard(name, opened, made)
+            raise
+        return opened
+
+    def _discard(self, name: str, opened: dict[tuple[str, int], PartitionLog], made: list[Path]) -> None:
+        """Undo `_open_new_partitions`: close every file first (removing needs descriptors, and running out
+        of them may be why the create failed), then remove the directories."""
+        for plog in opened.values():
+            for seg in plog.segments:
+                seg.close()
+        for d in made:
+            shutil.rmtree(d, ignore_errors=True)
+        left = [d.name for d in made if d.exists()]
+        if left:
+            log.error("%s: could not remove %s after a failed create", name, ", ".join(left))
+        elif made:
+            log.warning("%s: removed the %d partition directories of a create that failed", name, len(made))
 
     def delete_topic(self, name: str) -> TopicMeta:
         meta = self.topics.pop(name, None)
@@ -195,7 +288,7 @@ class LogManager:
                 for s in plog.segments:
                     s.close()
                 d = self._part_dir(name, i)
-                tomb = d.with_name(d.name + f".{meta.topic_id[:8]}.deleted")
+                tomb = d.with_name(f"{d.name[:200]}.{meta.topic_id[:8]}.deleted")  # file names end at 255
                 os.replace(d, tomb)
                 shutil.rmtree(tomb, ignore_errors=True)
         return meta
@@ -215,3 +308,41 @@ class LogManager:
         _write_atomic(self.data_dir / CLEAN_MARKER, b"1")
         fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
         os.close(self._lock_fd)
+
+
+def _read_meta(path: Path) -> TopicMeta:
+    """A topic's metadata file, checked field by field (raises ValueError/TypeError when damaged)."""
+    raw = json.loads(path.read_bytes())
+    if not isinstance(raw, dict):
+        raise ValueError("not a JSON object")
+    meta = TopicMeta(**raw)
+    if meta.name != path.stem:
+        raise ValueError(f"it names topic {meta.name!r}")
+    if not isinstance(meta.partitions, int) or isinstance(meta.partitions, bool) or meta.partitions <= 0:
+        raise ValueError(f"partitions is {meta.partitions!r}")
+    if not isinstance(meta.topic_id, str):
+        raise TypeError("topic_id is not a string")
+    uuid.UUID(meta.topic_id)
+    if not isinstance(meta.configs, dict) or not all(isinstance(v, str) for v in meta.configs.values()):
+        raise ValueError("configs is not an object of strings")
+    return meta
+
+
+def _holds_records(d: Path) -> bool:
+    """Whether a partition directory holds data: a non-empty segment, a segment past offset 0 or a moved
+    log start. A fresh partition's empty files (and its indexes or producer snapshot) do not count."""
+    try:
+        for f in d.iterdir():
+            if f.suffix == ".log" and (f.stem != "0" * 20 or f.stat().st_size > 0):
+                return True
+            if f.name == "log-start-offset":
+                return True
+    except NotADirectoryError:
+        return True
+    return False
+
+
+def _storage_error(what: str, exc: OSError) -> TopicError:
+    """KAFKA_STORAGE_ERROR, as Kafka answers when a log directory fails (disk full, descriptors)."""
+    log.warning("%s: %s", what, exc)
+    return TopicError(E.KAFKA_STORAGE_ERROR, f"{what}: {exc.strerror or exc}")

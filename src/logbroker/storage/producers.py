@@ -2,6 +2,10 @@
 
 Kept so that a retried batch is answered with its original offsets instead of being written twice,
 and so that a gap in sequence numbers is refused. The state is rebuilt from batch headers on open.
+The rules are Kafka's (ProducerAppendInfo, ProducerStateManager): a producer this partition does not know
+(new, or expired) may start at any sequence; entries expire once their last batch's timestamp is
+`producer.id.expiration.ms` old, so clients that each use a new producer id cannot grow the table
+without bound.
 """
 
 from __future__ import annotations
@@ -55,11 +59,8 @@ class ProducerStateTable:
         entry = self.producers.get(pid)
         last_seq = h.last_sequence
         if entry is None:
-            if h.base_sequence != 0:
-                raise SequenceError(
-                    E.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                    f"producer {pid} is unknown here and starts at sequence {h.base_sequence}, not 0",
-                )
+            # Kafka accepts any sequence from a producer it has no state for: its state may have expired
+            # or been deleted with the log's start (KIP-360).
             return None
         if h.producer_epoch < entry.epoch:
             raise SequenceError(
@@ -95,6 +96,17 @@ class ProducerStateTable:
         elif h.producer_epoch < entry.epoch:
             return
         entry.batches.append(BatchMeta(h.base_sequence, h.last_sequence, h.base_offset, h.last_offset, h.max_timestamp))
+
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget producers whose last batch's timestamp is `expiration_ms` or more before `now_ms`
+        (Kafka's rule: the batch's own max timestamp, the broker's clock only on LogAppendTime topics).
+        Returns how many were dropped."""
+        expired = [
+            p for p, e in self.producers.items() if not e.batches or now_ms - e.batches[-1].timestamp >= expiration_ms
+        ]
+        for pid in expired:
+            del self.producers[pid]
+        return len(expired)
 
     def remove_below(self, offset: int) -> None:
         """Forget producers whose every batch lies below `offset` (their data was deleted)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 import os
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 
 from crc32c import crc32c
@@ -19,19 +20,41 @@ from logbroker.protocol.records import (
     parse_header,
 )
 
+from .files import FileCache, FileHandle
+
 _OFFSET_ENTRY = struct.Struct(">ii")  # relative offset, file position
 _TIME_ENTRY = struct.Struct(">qi")  # max timestamp so far, relative base offset of the batch holding it
 _I32 = struct.Struct(">i")
+
+
+UNBOUNDED = FileCache()  # for logs opened outside a broker (tools, tests): descriptors stay open
 
 
 def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
 
+@dataclass(frozen=True, slots=True)
+class Truncation:
+    """What recovery cut off a segment, so that the loss can be reported with offsets, not just bytes.
+
+    `first_offset` is the offset the first dropped batch should have started at; `last_offset` is the
+    largest last offset the dropped batches' headers claim (None when not even the first header parses).
+    """
+
+    position: int
+    bytes: int
+    first_offset: int
+    last_offset: int | None
+    reason: str
+
+
 class Segment:
     """A log file whose batches start at `base_offset`; indexes hold an entry every `index_interval` bytes."""
 
-    def __init__(self, directory: Path, base_offset: int, index_interval: int, created_ms: int) -> None:
+    def __init__(
+        self, directory: Path, base_offset: int, index_interval: int, created_ms: int, files: FileCache | None = None
+    ) -> None:
         self.dir = directory
         self.base_offset = base_offset
         self.index_interval = index_interval
@@ -39,8 +62,10 @@ class Segment:
         self.log_path = directory / f"{name}.log"
         self.index_path = directory / f"{name}.index"
         self.time_path = directory / f"{name}.timeindex"
-        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        self.size = os.fstat(self.fd).st_size
+        # Descriptors come from the broker's budget (`files`), opened when used, possibly closed between uses.
+        self.files = files if files is not None else UNBOUNDED
+        self._log = self.files.handle(self.log_path)
+        self.size = os.fstat(self._log.fd).st_size
         self.created_ms = created_ms
         # In-memory copies of the indexes: relative offsets / positions / timestamps.
         self.idx_offsets: list[int] = []
@@ -51,15 +76,42 @@ class Segment:
         self.max_timestamp_rel = -1  # relative base offset of the first batch carrying max_timestamp
         self.next_offset = base_offset
         self._bytes_since_index = 0
-        self._index_fd: int | None = None
-        self._time_fd: int | None = None
+        self._index: FileHandle | None = None
+        self._time: FileHandle | None = None
 
     # ------------------------------------------------------------------ index files
 
     def _open_index_files(self, truncate: bool) -> None:
-        flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if truncate else 0)
-        self._index_fd = os.open(self.index_path, flags, 0o644)
-        self._time_fd = os.open(self.time_path, flags, 0o644)
+        """Open both index files; when the second cannot be opened (no descriptors, no space), the first is
+        closed again, so a failed open leaks nothing."""
+        self._close_index_files()
+        self._index = self.files.handle(self.index_path)
+        self._time = self.files.handle(self.time_path)
+        try:
+            for h in (self._index, self._time):
+                if truncate:
+                    os.ftruncate(h.fd, 0)
+                elif not h.path.exists():
+                    h.fd  # noqa: B018 - create it now, as the log expects both files beside each segment
+        except OSError:
+            self._close_index_files()
+            raise
+
+    def _close_index_files(self) -> None:
+        for h in (self._index, self._time):
+            if h is not None:
+                h.close()
+        self._index = self._time = None
+
+    @property
+    def fd(self) -> int:
+        """The log file's descriptor, opened again if the budget closed it."""
+        return self._log.fd
+
+    @property
+    def open_fd(self) -> int | None:
+        """The log file's descriptor if it is open now (a closed one was synced when it was closed)."""
+        return self._log.open_fd
 
     def load_indexes(self) -> bool:
         """Load index files; returns False when they are missing or inconsistent with the log."""
@@ -100,50 +152,85 @@ class Segment:
         self._open_index_files(truncate=False)
         return True
 
-    def recover(self) -> int:
-        """Validate every batch by CRC, truncate a torn or corrupt tail, rebuild both indexes.
+    def check_tail(self, verify_crc: bool = True) -> bool:
+        """Check every batch after the last index entry (the indexed batch included); False when one is
+        torn or corrupt. Run on the active segment whatever the clean-shutdown marker says: a file cut or
+        damaged after a clean stop must not be appended to. Costs one index interval, not the segment."""
+        start = self.idx_positions[-1] if self.idx_positions else 0
+        expected = self.base_offset + (self.idx_offsets[-1] if self.idx_offsets else 0)
+        end, _why, _next = self._scan(start, expected, index=False, verify_crc=verify_crc)
+        return end == self.size
 
-        Returns the number of bytes truncated.
+    def recover(self, verify_crc: bool = True) -> Truncation | None:
+        """Validate every batch (framing, offsets and, with `verify_crc`, CRC32C), truncate at the first torn
+        or corrupt one, rebuild both indexes. Returns what was cut (None when the segment was intact).
+
+        Without `verify_crc` a well-framed batch whose CRC fails is kept: for logs whose reader checks every
+        CRC itself and can skip one damaged batch (internal logs) instead of losing all that follows it.
         """
         self.idx_offsets, self.idx_positions, self.time_stamps, self.time_offsets = [], [], [], []
         self.max_timestamp = self.max_timestamp_rel = -1
         self.next_offset = self.base_offset
         self._bytes_since_index = 0
         self._open_index_files(truncate=True)
-        pos = 0
-        expected = self.base_offset
+        end, why, next_offset = self._scan(0, self.base_offset, index=True, verify_crc=verify_crc)
+        cut = None
+        if end < self.size:
+            cut = Truncation(end, self.size - end, next_offset, self._claimed_last_offset(end), why or "")
+            os.ftruncate(self.fd, end)
+            os.fsync(self.fd)
+            self.size = end
+        self.sync_indexes()
+        return cut
+
+    def _scan(self, pos: int, expected: int, index: bool, verify_crc: bool = True) -> tuple[int, str | None, int]:
+        """Walk batches from `pos` checking magic, length, offsets and CRC32C; with `index`, add each good
+        batch to the indexes. Returns (end of the last good batch, why the walk stopped short or None, the
+        offset the next batch should start at)."""
         chunk = 8 << 20
         while pos < self.size:
             head = os.pread(self.fd, HEADER_SIZE, pos)
             if len(head) < HEADER_SIZE:
-                break
+                return pos, f"a batch header cut short ({len(head)} of {HEADER_SIZE} bytes)", expected
             h = parse_header(head)
             size = h.batch_length + LOG_OVERHEAD
-            if h.magic != 2 or h.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + size > self.size:
-                break
+            if h.magic != 2:
+                return pos, f"a batch with magic {h.magic}", expected
+            if h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+                return pos, f"a batch length of {h.batch_length}", expected
+            if pos + size > self.size:
+                return pos, f"a torn batch ({self.size - pos} of {size} bytes)", expected
             if h.base_offset < expected or h.last_offset_delta < 0:
-                break
-            crc = crc32c(head[ATTRIBUTES:])
-            done = HEADER_SIZE
-            while done < size:
-                part = os.pread(self.fd, min(chunk, size - done), pos + done)
-                if not part:
-                    break
-                crc = crc32c(part, crc)
-                done += len(part)
-            if done != size or crc != h.crc:
-                break
-            h.position = pos
-            self._index_batch(h, size)
+                return pos, f"a batch at offset {h.base_offset} where {expected} or later was due", expected
+            if verify_crc:
+                crc = crc32c(head[ATTRIBUTES:])
+                done = HEADER_SIZE
+                while done < size:
+                    part = os.pread(self.fd, min(chunk, size - done), pos + done)
+                    if not part:
+                        break
+                    crc = crc32c(part, crc)
+                    done += len(part)
+                if done != size or crc != h.crc:
+                    return pos, "a CRC32C mismatch", expected
+            if index:
+                h.position = pos
+                self._index_batch(h, size)
             expected = h.next_offset
             pos += size
-        truncated = self.size - pos
-        if truncated:
-            os.ftruncate(self.fd, pos)
-            os.fsync(self.fd)
-            self.size = pos
-        self.sync_indexes()
-        return truncated
+        return pos, None, expected
+
+    def _claimed_last_offset(self, pos: int) -> int | None:
+        """The largest last offset that the batch headers from `pos` on claim, as far as their framing
+        parses (their contents are not trusted: this only sizes the loss for the log)."""
+        last = None
+        while pos + HEADER_SIZE <= self.size:
+            h = parse_header(os.pread(self.fd, HEADER_SIZE, pos))
+            if h.magic != 2 or h.batch_length < HEADER_SIZE - LOG_OVERHEAD or h.last_offset_delta < 0:
+                break
+            last = h.last_offset if last is None else max(last, h.last_offset)
+            pos += h.batch_length + LOG_OVERHEAD
+        return last
 
     def _track_max(self, h: BatchHeader) -> None:
         if h.max_timestamp > self.max_timestamp:
@@ -162,29 +249,33 @@ class Segment:
         if not self.idx_positions or self._bytes_since_index >= self.index_interval:
             self.idx_offsets.append(rel)
             self.idx_positions.append(h.position)
-            assert self._index_fd is not None
-            os.write(self._index_fd, _OFFSET_ENTRY.pack(rel, h.position))
+            assert self._index is not None
+            os.write(self._index.fd, _OFFSET_ENTRY.pack(rel, h.position))
+            self._index.written = True
             if self.max_timestamp > (self.time_stamps[-1] if self.time_stamps else -1):
                 self.time_stamps.append(self.max_timestamp)
                 self.time_offsets.append(self.max_timestamp_rel)
-                assert self._time_fd is not None
-                os.write(self._time_fd, _TIME_ENTRY.pack(self.max_timestamp, self.max_timestamp_rel))
+                assert self._time is not None
+                os.write(self._time.fd, _TIME_ENTRY.pack(self.max_timestamp, self.max_timestamp_rel))
+                self._time.written = True
             self._bytes_since_index = 0
         self._bytes_since_index += size
         self.next_offset = h.next_offset
 
     def sync_indexes(self) -> None:
-        for fd in (self._index_fd, self._time_fd):
-            if fd is not None:
-                os.fsync(fd)
+        for h in (self._index, self._time):
+            if h is not None:
+                h.sync()
 
     # ------------------------------------------------------------------ append / read
 
     def append(self, data: bytes | bytearray | memoryview, headers: list[BatchHeader]) -> None:
         start = self.size
-        n = os.write(self.fd, data)
+        fd = self._log.fd
+        self._log.written = True
+        n = os.write(fd, data)
         if n != len(data):  # a short write on a regular file means the disk is full
-            os.ftruncate(self.fd, start)
+            os.ftruncate(fd, start)
             raise OSError(f"short write to {self.log_path}: {n} of {len(data)} bytes")
         self.size += n
         for h in headers:
@@ -268,16 +359,11 @@ class Segment:
     # ------------------------------------------------------------------ lifecycle
 
     def sync(self) -> None:
-        os.fdatasync(self.fd)
+        self._log.sync()
 
     def close(self) -> None:
-        for fd in (self.fd, self._index_fd, self._time_fd):
-            if fd is not None:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-        self._index_fd = self._time_fd = None
+        self._log.close()
+        self._close_index_files()
 
     def delete(self) -> None:
         self.close()

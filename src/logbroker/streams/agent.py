@@ -389,4 +389,3 @@ class PullingAgents:
             for s in subs:
                 if s.partition in parts:
                     s._kick()
-

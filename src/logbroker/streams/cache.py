@@ -90,4 +90,3 @@ class Agent:
 
     def low(self) -> int | None:
         return self.messages[0].offset if self.messages else (self.evicted_upto or self.next_offset)
-

@@ -272,4 +272,3 @@ def batches(items: Iterable[Any], size: int) -> Iterable[list[Any]]:
             chunk = []
     if chunk:
         yield chunk
-

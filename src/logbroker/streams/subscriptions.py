@@ -204,7 +204,6 @@ class Stream:
             await sub.unsubscribe()
 
 
-
 class ImplicitSubscriptions:
     """The provider's implicit subscriptions: one handler per key from its namespace's factory, activated on the
     key's first fetched event, retired after ``implicit_idle_timeout`` idle (a heap of due times, head only)."""
@@ -315,4 +314,3 @@ class ImplicitSubscriptions:
                 await result
         except Exception:
             log.exception("on_deactivate() of the handler of stream %s failed", sid)
-

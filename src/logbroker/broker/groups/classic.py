@@ -27,6 +27,7 @@ from .model import (
     LeaveResult,
     MemberLeft,
     SyncResult,
+    for_log,
     now_ms,
 )
 
@@ -49,19 +50,40 @@ class ClassicGroups:
     # ------------------------------------------------------------------ JoinGroup
 
     def validate_join(self, req: JoinRequest) -> E:
-        """Checks that need no group; a failing request must not create one."""
+        """Kafka's checks before it looks at the group (a request failing them creates none)."""
         if not req.group_id:
             return E.INVALID_GROUP_ID
         c = self.config
         if not c.min_session_timeout_ms <= req.session_timeout_ms <= c.max_session_timeout_ms:
             return E.INVALID_SESSION_TIMEOUT
-        if not req.protocols or not req.protocol_type:
-            return E.INCONSISTENT_GROUP_PROTOCOL
         return E.NONE
+
+    def accepts(self, g: ClassicGroup, member_id: str) -> bool:
+        """Kafka's acceptJoiningMember (group.max.size): an empty group takes anyone; while rebalancing, members
+        already waiting plus newcomers up to the limit of waiting members; otherwise members plus newcomers up
+        to the limit of members."""
+        limit = self.config.max_group_size
+        if g.state == GroupState.EMPTY:
+            return True
+        m = g.members.get(member_id)
+        if g.state == GroupState.PREPARING:
+            waiting = sum(1 for x in g.members.values() if x.join_future is not None)
+            return (m is not None and m.join_future is not None) or waiting < limit
+        return m is not None or len(g.members) < limit
 
     async def join(self, g: ClassicGroup, req: JoinRequest) -> JoinResult:
         """JoinGroup on a group `validate_join` accepted the request for; returns when the rebalance completes."""
         member_id, instance_id, protocols = req.member_id, req.instance_id, req.protocols
+        if not self.accepts(g, member_id):
+            m = g.members.get(member_id)
+            if m is not None:
+                self._remove_member(g, m, E.GROUP_MAX_SIZE_REACHED)
+            g.pending.pop(member_id, None)
+            limit = self.config.max_group_size
+            log.debug("group %s: full (group.max.size %d), join refused", for_log(g.group_id), limit)
+            return JoinResult(E.GROUP_MAX_SIZE_REACHED, member_id="")
+        if g.state == GroupState.EMPTY and (not protocols or not req.protocol_type):
+            return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
         if g.members and g.protocol_type != req.protocol_type:
             return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
         others = [m for mid, m in g.members.items() if mid != member_id]
@@ -143,8 +165,6 @@ class ClassicGroups:
         return await self._wait_join(g, m)
 
     async def _add_and_wait(self, g: ClassicGroup, m: ClassicMember) -> JoinResult:
-        if len(g.members) >= self.config.max_group_size:
-            return JoinResult(E.GROUP_MAX_SIZE_REACHED, member_id=m.member_id)
         m.touch()
         g.members[m.member_id] = m
         if m.instance_id:
@@ -288,7 +308,7 @@ class ClassicGroups:
             if m.deadline < now and m.join_future is None and (m.sync_future is None or m.sync_future.done())
         ]
         for m in expired:
-            log.info("group %s: member %s session expired", g.group_id, m.member_id)
+            log.info("group %s: member %s session expired", for_log(g.group_id), for_log(m.member_id))
             self._remove_member(g, m, E.UNKNOWN_MEMBER_ID)
         if g.state == GroupState.PREPARING:
             if now >= g.rebalance_deadline or (now >= g.delay_deadline and g.all_joined()):
@@ -328,7 +348,7 @@ class ClassicGroups:
         self._save_soon(g)
 
     def _prepare_rebalance(self, g: ClassicGroup, reason: str) -> None:
-        log.info("group %s: rebalancing (%s), generation %d", g.group_id, reason, g.generation)
+        log.info("group %s: rebalancing (%s), generation %d", for_log(g.group_id), for_log(reason), g.generation)
         for m in g.members.values():
             if m.sync_future is not None and not m.sync_future.done():
                 m.sync_future.set_result(SyncResult(E.REBALANCE_IN_PROGRESS, b""))
@@ -357,7 +377,7 @@ class ClassicGroups:
 
     def _complete_join(self, g: ClassicGroup) -> None:
         for m in [m for m in g.members.values() if m.join_future is None]:
-            log.info("group %s: member %s did not rejoin in time", g.group_id, m.member_id)
+            log.info("group %s: member %s did not rejoin in time", for_log(g.group_id), for_log(m.member_id))
             self._remove_member(g, m, E.UNKNOWN_MEMBER_ID)
         g.pending.clear()
         g.generation += 1

@@ -9,6 +9,7 @@ The coordinator owns the group table and persistence; this module gets a group a
 
 from __future__ import annotations
 
+import base64
 import re
 import time
 import uuid
@@ -16,7 +17,17 @@ from collections.abc import Callable, Mapping
 
 from logbroker.protocol.errors import ErrorCode as E
 
-from .model import ConsumerGroup, ConsumerHeartbeat, ConsumerMember, HeartbeatResult, TopicMap, now_ms
+from .model import (
+    UNBOUNDED,
+    ConsumerGroup,
+    ConsumerHeartbeat,
+    ConsumerHeartbeatBody,
+    ConsumerMember,
+    HeartbeatResult,
+    TopicMap,
+    is_blank,
+    now_ms,
+)
 
 ASSIGNORS = ("uniform", "range")
 TopicTable = Mapping[str, tuple[str, int]]  # topic name -> (topic id, partition count); internal topics left out
@@ -91,6 +102,52 @@ def assign(
     return target
 
 
+def new_member_id() -> str:
+    """A member id as Kafka makes one (its `Uuid.toString()`: URL-safe base64 of 16 random bytes, unpadded,
+    never starting with '-')."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+        if not text.startswith("-"):
+            return text
+
+
+def validate(body: ConsumerHeartbeatBody, version: int) -> HeartbeatResult | None:
+    """Kafka's request checks (GroupCoordinatorService), in its order; None when the request is well formed.
+    They come before any group is looked up, so a refused request creates nothing."""
+
+    def bad(message: str) -> HeartbeatResult:
+        return HeartbeatResult(E.INVALID_REQUEST, message=message)
+
+    epoch = body.member_epoch
+    if (version >= 1 or epoch > 0 or epoch == -1) and is_blank(body.member_id):
+        return bad("MemberId can't be empty.")  # v1+ clients make their own member ids (KIP-1082)
+    if is_blank(body.group_id):
+        return bad("GroupId can't be empty.")
+    if is_blank(body.instance_id):
+        return bad("InstanceId can't be empty.")
+    if is_blank(body.rack_id):
+        return bad("RackId can't be empty.")
+    if epoch == 0:
+        if body.rebalance_timeout_ms == -1:
+            return bad("RebalanceTimeoutMs must be provided in first request.")
+        if body.topic_partitions:
+            return bad("TopicPartitions must be empty when (re-)joining.")
+        if body.subscribed_topic_names is None and getattr(body, "subscribed_topic_regex", None) is None:
+            return bad("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
+    elif epoch == -2:
+        if body.instance_id is None:
+            return bad("InstanceId can't be null.")
+    elif epoch < -2:
+        return bad("MemberEpoch is invalid.")
+    if body.server_assignor is not None and body.server_assignor not in ASSIGNORS:
+        return HeartbeatResult(
+            E.UNSUPPORTED_ASSIGNOR,
+            message=f"ServerAssignor {body.server_assignor} is not supported. "
+            f"Supported assignors: {', '.join(ASSIGNORS)}.",
+        )
+    return None
+
+
 class ConsumerGroups:
     """KIP-848 transitions; `topics()` gives the current topic table (read on every heartbeat)."""
 
@@ -99,7 +156,7 @@ class ConsumerGroups:
         topics: Callable[[], TopicTable],
         session_timeout_ms: int = 45_000,
         heartbeat_interval_ms: int = 5_000,
-        max_group_size: int = 1000,
+        max_group_size: int = UNBOUNDED,
     ) -> None:
         self.topics = topics
         self.session_timeout_ms = session_timeout_ms
@@ -111,37 +168,41 @@ class ConsumerGroups:
         now = time.monotonic()
         epoch = req.member_epoch
         changed = False
-        if epoch == 0 and req.member_id not in g.members and len(g.members) >= self.max_group_size:
-            return HeartbeatResult(E.GROUP_MAX_SIZE_REACHED), False
-        if req.server_assignor is not None and req.server_assignor not in ASSIGNORS:
-            return HeartbeatResult(E.UNSUPPORTED_ASSIGNOR, message=f"assignors: {', '.join(ASSIGNORS)}"), False
+        if epoch in (-1, -2):
+            return self._leave(g, req)
+        if len(g.members) >= self.max_group_size and req.member_id not in g.members:
+            message = f"The consumer group has reached its maximum capacity of {self.max_group_size} members."
+            return HeartbeatResult(E.GROUP_MAX_SIZE_REACHED, message=message), False
         regex_given = req.subscribed_topic_regex is not None
         regex = req.subscribed_topic_regex or None  # clients send "" for "no regex"
         if regex is not None:
             try:
                 re.compile(regex)
             except re.error as exc:
-                return HeartbeatResult(E.INVALID_REGULAR_EXPRESSION, message=str(exc)), False
+                message = f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {exc}."
+                return HeartbeatResult(E.INVALID_REGULAR_EXPRESSION, message=message), False
         m = g.members.get(req.member_id)
         if epoch == 0:
             if m is None and req.instance_id is not None:
                 static = next((x for x in g.members.values() if x.instance_id == req.instance_id), None)
                 if static is not None:
                     if static.epoch != -2:
-                        return HeartbeatResult(
-                            E.UNRELEASED_INSTANCE_ID, message=f"instance {req.instance_id} is in use"
-                        ), False
+                        message = (
+                            f"Static member {req.member_id} with instance id {req.instance_id} cannot join the "
+                            f"group because the instance id is owned by {static.member_id} member."
+                        )
+                        return HeartbeatResult(E.UNRELEASED_INSTANCE_ID, message=message), False
                     # The static member is back: it takes over the old member's place and assignment.
                     del g.members[static.member_id]
                     old_id = static.member_id
-                    static.member_id = req.member_id or str(uuid.uuid4())
+                    static.member_id = req.member_id or new_member_id()
                     static.epoch = g.assignment_epoch
                     static.reported = {}
                     g.members[static.member_id] = static
                     g.target[static.member_id] = g.target.pop(old_id, {})
                     m = static
             if m is None:
-                mid = req.member_id or str(uuid.uuid4())
+                mid = req.member_id or new_member_id()
                 m = ConsumerMember(
                     mid,
                     req.instance_id,
@@ -156,17 +217,14 @@ class ConsumerGroups:
             else:
                 m.reported = {}
         elif m is None:
-            return HeartbeatResult(E.UNKNOWN_MEMBER_ID, message=f"member {req.member_id} is not in the group"), False
-        elif epoch == -1:
-            self.remove(g, m)
-            return HeartbeatResult(E.NONE, m.member_id, -1), True
-        elif epoch == -2:
-            m.epoch = -2  # a static member leaving for a restart keeps its assignment
-            return HeartbeatResult(E.NONE, m.member_id, -2), True
+            return _unknown_member(g, req.member_id), False
         elif epoch not in (m.epoch, m.previous_epoch):
-            return HeartbeatResult(
-                E.FENCED_MEMBER_EPOCH, message=f"epoch {epoch} is not the member's epoch {m.epoch}"
-            ), False
+            which = "greater" if epoch > m.epoch else "smaller"
+            message = (
+                f"The consumer group member has a {which} member epoch ({epoch}) than the one known by the "
+                f"group coordinator ({m.epoch}). The member must abandon all its partitions and rejoin."
+            )
+            return HeartbeatResult(E.FENCED_MEMBER_EPOCH, message=message), False
         m.deadline = now + self.session_timeout_ms / 1000
         if req.subscribed_topic_names is not None and sorted(req.subscribed_topic_names) != sorted(m.subscribed):
             m.subscribed = list(req.subscribed_topic_names)
@@ -191,6 +249,23 @@ class ConsumerGroups:
             result.assignment = _copy(m.assigned)
             m.sent = _copy(m.assigned)
         return result, changed
+
+    def _leave(self, g: ConsumerGroup, req: ConsumerHeartbeat) -> tuple[HeartbeatResult, bool]:
+        """Epoch -1 leaves the group; -2 is a static member leaving for a restart (it keeps its assignment)."""
+        if req.member_epoch == -2:
+            m = next((x for x in g.members.values() if x.instance_id == req.instance_id), None)
+            if m is None:
+                return HeartbeatResult(E.UNKNOWN_MEMBER_ID, message=f"Instance id {req.instance_id} is unknown."), False
+            if m.member_id != req.member_id:
+                message = f"Static member {req.member_id} with instance id {req.instance_id} is fenced."
+                return HeartbeatResult(E.FENCED_INSTANCE_ID, message=message), False
+            m.epoch = -2
+            return HeartbeatResult(E.NONE, m.member_id, -2), True
+        m = g.members.get(req.member_id)
+        if m is None:
+            return _unknown_member(g, req.member_id), False
+        self.remove(g, m)
+        return HeartbeatResult(E.NONE, m.member_id, -1), True
 
     def _refresh_target(self, g: ConsumerGroup) -> bool:
         topics = self.topics()
@@ -262,3 +337,7 @@ class ConsumerGroups:
         deadline = time.monotonic() + self.session_timeout_ms / 1000
         for m in g.members.values():
             m.deadline = deadline
+
+
+def _unknown_member(g: ConsumerGroup, member_id: str) -> HeartbeatResult:
+    return HeartbeatResult(E.UNKNOWN_MEMBER_ID, message=f"Member {member_id} is not a member of group {g.group_id}.")

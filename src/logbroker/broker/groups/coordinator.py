@@ -18,7 +18,7 @@ from logbroker.storage import PartitionLog
 
 from . import offsets
 from .classic import ClassicGroups
-from .consumer import ConsumerGroups, TopicTable
+from .consumer import ConsumerGroups, TopicTable, validate
 from .model import (
     ClassicGroup,
     Committed,
@@ -35,6 +35,7 @@ from .model import (
     MemberLeft,
     SyncResult,
     TopicPartition,
+    for_log,
     now_ms,
 )
 from .store import GroupStore, Record, group_key
@@ -44,7 +45,6 @@ __all__ = ["Coordinator", "CoordinatorConfig"]
 log = logging.getLogger(__name__)
 
 SWEEP_INTERVAL_S = 0.05
-RETENTION_CHECK_S = 60.0
 
 
 class Coordinator:
@@ -65,7 +65,7 @@ class Coordinator:
             topics or dict,
             config.consumer_session_timeout_ms,
             config.consumer_heartbeat_interval_ms,
-            config.max_group_size,
+            config.consumer_max_group_size,
         )
         self._persist_cb = persist  # awaits the broker's fsync policy for a written log
         self._sweeper: asyncio.Task[None] | None = None
@@ -89,6 +89,7 @@ class Coordinator:
                 old = self._groups.get(gid)
                 if old is not None:  # its offsets came first in the log
                     cg.offsets = old.offsets
+                cg.persisted = True
                 self._groups[gid] = cg
                 self.consumer.resume(cg)
                 continue
@@ -97,12 +98,9 @@ class Coordinator:
                 g.offsets[(key[2], key[3])] = Committed.from_json(value)
             elif kind == "g" and isinstance(g, ClassicGroup):
                 g.restore(value)
-        for gid in [
-            gid
-            for gid, g in self._groups.items()
-            if not g.members and not g.offsets and isinstance(g, ClassicGroup) and not g.generation
-        ]:
-            del self._groups[gid]
+                g.persisted = True
+        # Empty groups without offsets are left for the first retention check (Kafka's cleanup), which
+        # writes their tombstones; until then they are listed, as in Kafka after a restart.
 
     async def _persist(self, items: list[Record]) -> None:
         if items:
@@ -110,10 +108,12 @@ class Coordinator:
             await self._persist_cb(plog)
 
     async def _save(self, g: Group) -> None:
+        g.persisted = True
         await self._persist([(group_key(g.group_id), g.to_json())])
 
     def _save_soon(self, g: Group) -> None:
         """Persist in the background; the record is taken now, so later changes do not leak into it."""
+        g.persisted = True
         self._persist_soon([(group_key(g.group_id), g.to_json())])
 
     def _persist_soon(self, items: list[Record]) -> None:
@@ -136,14 +136,19 @@ class Coordinator:
                 self.classic.cancel_waiters(g)
 
     async def _sweep_loop(self) -> None:
-        last_retention = 0.0
+        # As Kafka schedules its cleanup: first one check interval after start, then every interval.
+        interval = self.config.offsets_retention_check_interval_ms / 1000
+        next_retention = time.monotonic() + interval
         while True:
-            await asyncio.sleep(SWEEP_INTERVAL_S)
+            await asyncio.sleep(min(SWEEP_INTERVAL_S, max(next_retention - time.monotonic(), 0.001)))
             now = time.monotonic()
             self.sweep(now)
-            if now - last_retention > RETENTION_CHECK_S:
-                last_retention = now
-                await self.expire_offsets()
+            if now >= next_retention:
+                next_retention = now + interval
+                try:
+                    await self.expire_offsets()
+                except OSError as exc:  # the store could not be written: the next check tries again
+                    log.error("expiring offsets and empty groups failed: %s", exc)
 
     def sweep(self, now: float) -> None:
         """Expire sessions and complete overdue joins in every group (the sweeper calls this)."""
@@ -155,16 +160,33 @@ class Coordinator:
                 self.classic.sweep(g, now)
 
     async def expire_offsets(self) -> None:
-        """Offsets of groups empty for longer than offsets_retention_ms go (Kafka's 7-day default)."""
-        deletes, gone = offsets.expire(list(self._groups.values()), now_ms() - self.config.offsets_retention_ms)
+        """Kafka's periodic cleanup: expired offsets go, and so do empty groups left without offsets; both
+        durably (tombstones), so a restart does not bring them back."""
+        start = time.monotonic()
+        deletes, gone, expired = offsets.expire(
+            list(self._groups.values()), now_ms(), self.config.offsets_retention_ms, self.consumer.topics()
+        )
         for gid in gone:
-            del self._groups[gid]
+            g = self._groups.pop(gid)
+            if isinstance(g, ClassicGroup):
+                g.state = GroupState.DEAD
+                self.classic.cancel_waiters(g)
         await self._persist(deletes)
+        if deletes or gone:
+            log.info(
+                "offsets cleanup: %d offsets expired, %d empty groups removed (%d tombstones) in %.1f ms",
+                expired,
+                len(gone),
+                len(deletes),
+                (time.monotonic() - start) * 1000,
+            )
 
     # ------------------------------------------------------------------ classic groups
 
     async def join(self, req: JoinRequest) -> JoinResult:
-        """JoinGroup; an empty KIP-848 group of this id becomes a classic one, keeping its offsets."""
+        """JoinGroup; an empty KIP-848 group of this id becomes a classic one, keeping its offsets. As in Kafka,
+        only a join without a member id makes a group (an empty one, even if the join then fails: the next
+        retention check removes it)."""
         err = self.classic.validate_join(req)
         if err != E.NONE:
             return JoinResult(err, member_id=req.member_id)
@@ -172,9 +194,11 @@ class Coordinator:
         if isinstance(g, ConsumerGroup):
             if g.members:
                 return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id)
-            g = self._groups[req.group_id] = ClassicGroup(req.group_id, offsets=g.offsets)
+            g = self._groups[req.group_id] = ClassicGroup(req.group_id, offsets=g.offsets, persisted=g.persisted)
         if g is None:
-            g = self._groups[req.group_id] = ClassicGroup(req.group_id)
+            if req.member_id:
+                return JoinResult(E.UNKNOWN_MEMBER_ID, member_id=req.member_id)
+            g = self._groups[req.group_id] = ClassicGroup(req.group_id, empty_since_ms=now_ms())
         return await self.classic.join(g, req)
 
     async def sync(
@@ -187,18 +211,26 @@ class Coordinator:
         protocol: str | None,
         assignments: dict[str, bytes],
     ) -> SyncResult:
+        if not group_id:
+            return SyncResult(E.INVALID_GROUP_ID, b"")
         g = self._groups.get(group_id)
         if not isinstance(g, ClassicGroup):
             return SyncResult(E.UNKNOWN_MEMBER_ID, b"")
         return await self.classic.sync(g, member_id, generation, instance_id, protocol_type, protocol, assignments)
 
     def heartbeat(self, group_id: str, member_id: str, generation: int, instance_id: str | None) -> E:
+        if not group_id:
+            return E.INVALID_GROUP_ID
         g = self._groups.get(group_id)
         if not isinstance(g, ClassicGroup):
             return E.UNKNOWN_MEMBER_ID
         return self.classic.heartbeat(g, member_id, generation, instance_id)
 
     def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> LeaveResult:
+        """LeaveGroup; `error` is the first member's error for a single member (what v0-2 answer), the
+        group-level one (INVALID_GROUP_ID) with no members otherwise."""
+        if not group_id:
+            return LeaveResult(E.INVALID_GROUP_ID, [])
         g = self._groups.get(group_id)
         if not isinstance(g, ClassicGroup):
             return LeaveResult(E.UNKNOWN_MEMBER_ID, [MemberLeft(mid, iid, E.UNKNOWN_MEMBER_ID) for mid, iid in members])
@@ -207,40 +239,49 @@ class Coordinator:
     # ------------------------------------------------------------------ KIP-848 groups
 
     async def consumer_heartbeat(
-        self, body: ConsumerHeartbeatBody, client_id: str, client_host: str
+        self, body: ConsumerHeartbeatBody, client_id: str, client_host: str, version: int = 0
     ) -> HeartbeatResult:
-        """ConsumerGroupHeartbeat; an empty classic group of this id becomes a KIP-848 one, keeping its offsets."""
+        """ConsumerGroupHeartbeat; an empty classic group of this id becomes a KIP-848 one, keeping its offsets.
+        A heartbeat that fails leaves no group behind that it created."""
+        refused = validate(body, version)
+        if refused is not None:
+            return refused
         req = ConsumerHeartbeat.from_body(body, client_id, client_host)
-        if not req.group_id:
-            return HeartbeatResult(E.INVALID_REQUEST, message="group id must not be empty")
-        g = self._groups.get(req.group_id)
+        gid, epoch = req.group_id, req.member_epoch
+        g = self._groups.get(gid)
         if isinstance(g, ClassicGroup):
-            if g.members:
-                return HeartbeatResult(
-                    E.GROUP_ID_NOT_FOUND, message=f"group {req.group_id} is a classic group with members"
-                )
-            if g.offsets:
-                g = self._groups[req.group_id] = ConsumerGroup(req.group_id, offsets=g.offsets)
-            else:
-                del self._groups[req.group_id]
-                g = None
-        if g is None:
-            if req.member_epoch != 0:
-                return HeartbeatResult(E.UNKNOWN_MEMBER_ID, message=f"group {req.group_id} does not exist")
-            g = self._groups[req.group_id] = ConsumerGroup(req.group_id)
-        result, changed = self.consumer.heartbeat(g, req)
+            if epoch != 0 or not g.is_empty:
+                return HeartbeatResult(E.GROUP_ID_NOT_FOUND, message=_not_consumer(g, epoch))
+            cg = ConsumerGroup(gid, offsets=g.offsets, persisted=g.persisted)  # joins the table if all goes well
+        elif g is None:
+            if epoch != 0:
+                which = "Group" if epoch < 0 else "Consumer group"
+                return HeartbeatResult(E.GROUP_ID_NOT_FOUND, message=f"{which} {gid} not found.")
+            cg = ConsumerGroup(gid)
+        else:
+            cg = g
+        result, changed = self.consumer.heartbeat(cg, req)
+        if cg is not g:
+            if result.error != E.NONE:
+                return result  # nothing created: an empty classic group stays what it was
+            if g is not None:
+                log.info("group %s: the empty classic group became a consumer group", for_log(gid))
+            self._groups[gid] = cg
+            changed = True
         if changed:
-            await self._save(g)
+            await self._save(cg)
         return result
 
     # ------------------------------------------------------------------ offsets and group deletion
 
-    def check_commit(self, group_id: str, member_id: str, generation: int, instance_id: str | None) -> E:
+    def check_commit(
+        self, group_id: str, member_id: str, generation: int, instance_id: str | None, version: int = 9
+    ) -> E:
         """OffsetCommit's group check (`generation` is the member epoch for KIP-848 groups)."""
-        return offsets.check_commit(self._groups.get(group_id), group_id, member_id, generation, instance_id)
+        return offsets.check_commit(self._groups.get(group_id), member_id, generation, instance_id, version)
 
     async def commit(self, group_id: str, committed: dict[TopicPartition, Committed]) -> None:
-        """Store offsets (creating a memberless classic group if need be); returns once durable."""
+        """Store offsets (creating a memberless "simple" classic group if need be); returns once durable."""
         g = self._groups.get(group_id)
         if g is None:
             g = self._groups[group_id] = ClassicGroup(group_id, empty_since_ms=now_ms())
@@ -251,7 +292,7 @@ class Coordinator:
 
     async def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> dict[TopicPartition, E]:
         """OffsetDelete; raises GroupError(GROUP_ID_NOT_FOUND) for an unknown group."""
-        result, deletes = offsets.delete(self._groups.get(group_id), group_id, partitions)
+        result, deletes = offsets.delete(self._groups.get(group_id), group_id, partitions, self.consumer.topics())
         await self._persist(deletes)
         return result
 
@@ -261,7 +302,9 @@ class Coordinator:
             return E.GROUP_ID_NOT_FOUND
         if g.members or g.state != GroupState.EMPTY:
             return E.NON_EMPTY_GROUP
-        deletes = [*offsets.delete_all(g), (group_key(group_id), None)]
+        deletes = offsets.delete_all(g)
+        if g.persisted:
+            deletes.append((group_key(group_id), None))
         del self._groups[group_id]
         if isinstance(g, ClassicGroup):
             g.state = GroupState.DEAD
@@ -273,6 +316,19 @@ class Coordinator:
         deletes = offsets.forget_topic(self._groups.values(), topic)
         if deletes:
             self._persist_soon(deletes)
+
+
+def _not_consumer(g: ClassicGroup, epoch: int) -> str:
+    """Kafka's words for a KIP-848 heartbeat to a classic group (it has no online upgrade here)."""
+    if epoch != 0:
+        return f"Group {g.group_id} is not a consumer group."
+    if g.protocol_type != "consumer":
+        reason = "the group does not use the consumer embedded protocol"
+    elif g.subscribed_topics() is None:
+        reason = "the embedded consumer protocol is malformed"
+    else:
+        reason = "online upgrade is disabled"
+    return f"Cannot upgrade classic group {g.group_id} to consumer group because {reason}."
 
 
 def _log_failure(task: asyncio.Future[None]) -> None:

@@ -9,14 +9,16 @@ Requests and results are plain dataclasses so the state machines never see wire 
 from __future__ import annotations
 
 import asyncio
+import re
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, Literal, NamedTuple, Protocol
 
 from logbroker.protocol.consumer_protocol import subscription_topics
 from logbroker.protocol.errors import ErrorCode as E
+from logbroker.protocol.primitives import MAX_STRING_BYTES
 
 TopicPartition = tuple[str, int]  # (topic name, partition)
 TopicMap = dict[str, set[int]]  # KIP-848 assignments: topic id (str) -> partitions
@@ -24,6 +26,32 @@ TopicMap = dict[str, set[int]]  # KIP-848 assignments: topic id (str) -> partiti
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+JAVA_BLANK = "".join(map(chr, range(0x21)))  # what Java's String.trim() strips: U+0000 to U+0020
+
+
+def is_blank(value: str | None) -> bool:
+    """Kafka's `throwIfEmptyString`: a present value that Java's `trim()` leaves empty."""
+    return value is not None and not value.strip(JAVA_BLANK)
+
+
+def too_long(value: str | None) -> bool:
+    """More UTF-8 bytes than a Kafka string may hold: its readers close the connection over such a field and
+    its writers cannot send one."""
+    if value is None or len(value) * 4 <= MAX_STRING_BYTES:
+        return False
+    return len(value.encode(errors="replace")) > MAX_STRING_BYTES
+
+
+def for_log(value: str, limit: int = 200) -> str:
+    """A client-chosen name as a log line may show it: control characters escaped (a group id is any string,
+    newlines included, in Kafka), and a 32 KiB id cut short."""
+    if len(value) > limit:
+        value = f"{value[:limit]}...({len(value)} chars)"
+    if value.isprintable():
+        return value
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in value)
 
 
 class GroupState(StrEnum):
@@ -44,14 +72,19 @@ class GroupError(Exception):
         self.code = code
 
 
+UNBOUNDED = 2**31 - 1  # Kafka's default group.max.size and group.consumer.max.size
+
+
 @dataclass
 class CoordinatorConfig:
     initial_rebalance_delay_ms: int = 100
     min_session_timeout_ms: int = 1000
     max_session_timeout_ms: int = 1_800_000
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096
-    max_group_size: int = 1000
+    max_group_size: int = UNBOUNDED  # classic groups (group.max.size)
+    consumer_max_group_size: int = UNBOUNDED  # KIP-848 groups (group.consumer.max.size)
     consumer_session_timeout_ms: int = 45_000
     consumer_heartbeat_interval_ms: int = 5_000
 
@@ -64,9 +97,13 @@ class Committed:
     leader_epoch: int
     metadata: str | None
     commit_ms: int
+    expire_ms: int | None = None  # OffsetCommit v2-4 `retention_time_ms`: an explicit expiry, as Kafka keeps it
 
     def to_json(self) -> list[int | str | None]:
-        return [self.offset, self.leader_epoch, self.metadata, self.commit_ms]
+        out: list[int | str | None] = [self.offset, self.leader_epoch, self.metadata, self.commit_ms]
+        if self.expire_ms is not None:
+            out.append(self.expire_ms)
+        return out
 
     @classmethod
     def from_json(cls, value: list[Any]) -> Committed:
@@ -300,6 +337,9 @@ class ConsumerMember:
 # ---------------------------------------------------------------------------------------------- groups
 
 
+ExpiryBase = Literal["commit", "empty"]  # what an offset's retention counts from
+
+
 @dataclass
 class GroupBase:
     """What every group has, whatever its protocol: an id and committed offsets that outlive membership."""
@@ -307,6 +347,7 @@ class GroupBase:
     group_id: str
     offsets: dict[TopicPartition, Committed] = field(default_factory=dict)
     empty_since_ms: int = 0  # wall clock; offsets retention counts from here
+    persisted: bool = False  # a group record is in the store (its deletion needs a tombstone)
 
 
 @dataclass
@@ -360,17 +401,40 @@ class ClassicGroup(GroupBase):
             return E.NONE if known == member_id else E.FENCED_INSTANCE_ID
         return E.NONE if member_id in self.members else E.UNKNOWN_MEMBER_ID
 
-    def subscribed_topics(self) -> set[str]:
-        """Topics named in the members' consumer-protocol subscriptions (for OffsetDelete)."""
-        topics: set[str] = set()
+    @property
+    def is_empty(self) -> bool:
+        return self.state == GroupState.EMPTY
+
+    def subscribed_topics(self, known: Iterable[str] = ()) -> set[str] | None:
+        """Topics named in the members' consumer-protocol subscriptions; None when unknown (not the consumer
+        protocol, no protocol chosen yet, or metadata that does not parse), as Kafka's ClassicGroup says."""
         if self.protocol_type != "consumer":
-            return topics
+            return None
+        if not self.members:
+            return set()
+        if self.protocol is None:
+            return None
+        topics: set[str] = set()
         for m in self.members.values():
             try:
                 topics.update(subscription_topics(m.metadata_for(self.protocol)))
-            except ValueError:  # unparsable user metadata: treat as subscribing to nothing we know
-                continue
+            except ValueError:
+                return None
         return topics
+
+    def expiry_base(self) -> ExpiryBase | None:
+        """Kafka's offsetExpirationCondition: an Empty group that had members expires its offsets a retention
+        period after it became Empty; a Stable consumer-protocol group with known subscriptions, those of
+        topics it does not read a retention period after their commit; a group that never had members
+        ("simple", commits only) each offset a retention period after its commit; any other: none."""
+        if self.protocol_type is None:
+            return "commit"
+        if self.state == GroupState.EMPTY:
+            return "empty" if self.empty_since_ms else "commit"
+        stable = self.state == GroupState.STABLE
+        if self.protocol_type == "consumer" and stable and self.subscribed_topics() is not None:
+            return "commit"
+        return None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -432,8 +496,21 @@ class ConsumerGroup(GroupBase):
             GroupState.STABLE: "Stable",
         }.get(self.state, "Dead")
 
-    def subscribed_topics(self) -> set[str]:
-        return {t for m in self.members.values() for t in m.subscribed}
+    @property
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def subscribed_topics(self, known: Iterable[str] = ()) -> set[str] | None:
+        """Topics the members subscribe to by name, and those of `known` their regular expressions match."""
+        topics = {t for m in self.members.values() for t in m.subscribed}
+        patterns = [re.compile(m.regex) for m in self.members.values() if m.regex]
+        if patterns:
+            topics.update(t for t in known if any(p.fullmatch(t) for p in patterns))
+        return topics
+
+    def expiry_base(self) -> ExpiryBase | None:
+        """KIP-848 groups expire offsets of topics nobody subscribes to a retention period after their commit."""
+        return "commit"
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -1,4 +1,8 @@
-"""ConsumerGroupDescribe (69): KIP-848 groups with members' current and target assignments."""
+"""ConsumerGroupDescribe (69): KIP-848 groups with members' current and target assignments.
+
+Errors are answered as Kafka does: INVALID_GROUP_ID (no message) for the empty id, GROUP_ID_NOT_FOUND with
+Kafka's message for an unknown or classic group, with an empty state and zero epochs.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +11,9 @@ import uuid
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
 
-from ..context import BrokerContext
+from ..context import BrokerContext, NoResponse
 from ..dispatch import handles
+from ._groups import fit_message
 
 API = api(ApiKey.ConsumerGroupDescribe)
 R = API.response
@@ -25,26 +30,33 @@ def _name(ctx: BrokerContext, topic_id: str) -> str:
     return meta.name if meta is not None else ""
 
 
+def _error(gid: str, code: E, message: str | None) -> DG:
+    err, msg = fit_message(int(code), message)
+    return DG(
+        error_code=err,
+        error_message=msg,
+        group_id=gid,
+        group_state="",
+        group_epoch=0,
+        assignment_epoch=0,
+        assignor_name="",
+        members=[],
+    )
+
+
 @handles(ApiKey.ConsumerGroupDescribe, 0, 0)
-def handle(ctx: BrokerContext, req: Request) -> R:
+def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     out = []
     for gid in req.body.group_ids:
+        if not gid:
+            out.append(_error(gid, E.INVALID_GROUP_ID, None))
+            continue
         g = ctx.groups.group(gid)
-        if g is None or g.group_type != "consumer":
-            err = E.GROUP_ID_NOT_FOUND
-            msg = f"group {gid} does not exist" if g is None else f"group {gid} is not a consumer group"
-            out.append(
-                DG(
-                    error_code=int(err),
-                    error_message=msg,
-                    group_id=gid,
-                    group_state="Dead",
-                    group_epoch=-1,
-                    assignment_epoch=-1,
-                    assignor_name="",
-                    members=[],
-                )
-            )
+        if g is None:
+            out.append(_error(gid, E.GROUP_ID_NOT_FOUND, f"Group {gid} not found."))
+            continue
+        if g.group_type != "consumer":
+            out.append(_error(gid, E.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group."))
             continue
         members = [
             M(

@@ -6,8 +6,9 @@ import uuid
 
 from logbroker.protocol import ApiKey, Request, api
 
-from ..context import BrokerContext
+from ..context import BrokerContext, NoResponse
 from ..dispatch import handles
+from ._groups import fit_message
 
 API = api(ApiKey.ConsumerGroupHeartbeat)
 R = API.response
@@ -15,8 +16,13 @@ A = R.Assignment
 
 
 @handles(ApiKey.ConsumerGroupHeartbeat, 0, 1)
-async def handle(ctx: BrokerContext, req: Request) -> R:
-    res = await ctx.groups.consumer_heartbeat(req.body, req.header.client_id or "", req.client_host)
+async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
+    res = await ctx.groups.consumer_heartbeat(req.body, req.header.client_id or "", req.client_host, req.version)
+    if res.error:
+        # Kafka's error answers carry only the code and message (epoch 0, no member id, no interval).
+        err, msg = fit_message(int(res.error), res.message)
+        return R(throttle_time_ms=0, error_code=err, error_message=msg, member_id=None, member_epoch=0,
+                 heartbeat_interval_ms=0, assignment=None)  # fmt: skip
     assignment = None
     if res.assignment is not None:
         assignment = A(

@@ -1,10 +1,11 @@
-"""DeleteGroups (42): only empty groups; their committed offsets go with them."""
+"""DeleteGroups (42): only empty groups; their committed offsets go with them. Any id is looked up, the
+empty one too (Kafka checks only for null)."""
 
 from __future__ import annotations
 
 from logbroker.protocol import ApiKey, Request, api
 
-from ..context import BrokerContext
+from ..context import BrokerContext, NoResponse
 from ..dispatch import handles
 
 API = api(ApiKey.DeleteGroups)
@@ -12,7 +13,7 @@ R = API.response
 
 
 @handles(ApiKey.DeleteGroups, 0, 2)
-async def handle(ctx: BrokerContext, req: Request) -> R:
+async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     results = []
     for gid in req.body.groups_names:
         err = await ctx.groups.delete_group(gid)

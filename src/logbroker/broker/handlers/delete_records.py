@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from logbroker.protocol import ApiKey, Request, api
@@ -31,5 +32,15 @@ def handle(ctx: BrokerContext, req: Request) -> R:
     def error(p: Any, code: E) -> Any:
         return PR(partition_index=p.partition_index, low_watermark=-1, error_code=code)
 
-    rows = by_partition(ctx, req.body.topics, answer, error)
+    rows = by_partition(ctx, _merged(req.body.topics), answer, error)
     return R(throttle_time_ms=0, topics=[TR(name=name, partitions=parts) for name, parts in rows])
+
+
+def _merged(topics: list[Any]) -> list[Any]:
+    """As Kafka reads the request, into a map by partition: a topic named twice is one topic, a partition
+    named twice one partition (its last offset), a topic with no partitions is not answered."""
+    merged: dict[str, dict[int, Any]] = {}
+    for t in topics:
+        for p in t.partitions:
+            merged.setdefault(t.name, {})[p.partition_index] = p
+    return [SimpleNamespace(name=name, partitions=list(parts.values())) for name, parts in merged.items()]

@@ -1,8 +1,10 @@
-"""DeleteTopics (20): by name (v1-5) or by name or topic id (v6)."""
+"""DeleteTopics (20): by name (v1-5) or by name or topic id (v6), refusing what Kafka refuses up front."""
 
 from __future__ import annotations
 
 import uuid
+from collections import Counter
+from typing import Any
 
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
@@ -21,12 +23,20 @@ ZERO_UUID = uuid.UUID(int=0)
 def handle(ctx: BrokerContext, req: Request) -> R:
     body = req.body
     wanted = [(t.name, t.topic_id) for t in body.topics] if req.version >= 6 else [(n, None) for n in body.topic_names]
-    results = []
-    for name, topic_id in wanted:
-        if name is None and topic_id is not None and topic_id != ZERO_UUID:
+    refused, valid = _validate(wanted)
+    if valid and body.timeout_ms <= 0:
+        # Kafka hands the valid part to its controller with this deadline, which has passed before the
+        # controller runs it: the whole request fails, every entry as sent, nothing deleted.
+        return R(
+            throttle_time_ms=0,
+            responses=[TR(name=n, topic_id=i, error_code=E.REQUEST_TIMED_OUT, error_message=None) for n, i in wanted],
+        )
+    results = list(refused)
+    for name, topic_id in valid:
+        if name is None:
+            assert topic_id is not None
             by_id = ctx.topic_by_id(topic_id)
-            name = by_id.name if by_id is not None else None
-            if name is None:
+            if by_id is None:
                 results.append(
                     TR(
                         name=None,
@@ -36,16 +46,46 @@ def handle(ctx: BrokerContext, req: Request) -> R:
                     )
                 )
                 continue
+            name = by_id.name
         try:
             if not ctx.settings.delete_topic_enable:
                 raise TopicError(E.TOPIC_DELETION_DISABLED, "topic deletion is disabled on this broker")
-            meta = ctx.topic(name or "")
+            meta = ctx.topic(name)
             if meta is not None and meta.internal:
                 raise TopicError(E.INVALID_REQUEST, f"internal topic {name!r} cannot be deleted")
-            meta = ctx.delete_topic(name or "")
+            meta = ctx.delete_topic(name)
             results.append(TR(name=name, topic_id=uuid.UUID(meta.topic_id), error_code=0, error_message=None))
         except TopicError as exc:
-            results.append(
-                TR(name=name, topic_id=topic_id or ZERO_UUID, error_code=exc.error, error_message=str(exc))
-            )
+            results.append(TR(name=name, topic_id=topic_id or ZERO_UUID, error_code=exc.error, error_message=str(exc)))
     return R(throttle_time_ms=0, responses=results)
+
+
+def _validate(wanted: list[tuple[str | None, uuid.UUID | None]]) -> tuple[list[Any], list[tuple[str | None, Any]]]:
+    """(results for the entries Kafka refuses before deleting anything, the entries left to delete).
+
+    As Kafka: a name or id given more than once is one INVALID_REQUEST result and is not deleted; a v6
+    entry must name its topic by name or by id, not both and not neither. (A zero UUID reads as None.)
+    """
+    names = Counter(n for n, i in wanted if n is not None and i is None)
+    ids = Counter(i for n, i in wanted if i is not None and n is None)
+    refused, valid, reported = [], [], set()
+    for name, topic_id in wanted:
+        if name is not None and topic_id is not None:
+            refused.append(_invalid(name, topic_id, "give the topic's name or its id, not both"))
+        elif name is None and topic_id is None:
+            refused.append(_invalid(None, None, "neither a topic name nor a topic id was given"))
+        elif name is not None and names[name] > 1:
+            if ("name", name) not in reported:
+                reported.add(("name", name))
+                refused.append(_invalid(name, None, "the topic name appears more than once"))
+        elif topic_id is not None and ids[topic_id] > 1:
+            if ("id", topic_id) not in reported:
+                reported.add(("id", topic_id))
+                refused.append(_invalid(None, topic_id, "the topic id appears more than once"))
+        else:
+            valid.append((name, topic_id))
+    return refused, valid
+
+
+def _invalid(name: str | None, topic_id: uuid.UUID | None, message: str) -> Any:
+    return TR(name=name, topic_id=topic_id, error_code=E.INVALID_REQUEST, error_message=message)

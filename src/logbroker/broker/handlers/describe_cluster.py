@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from logbroker.protocol import ApiKey, Request, api
-from logbroker.protocol import ErrorCode as E
 
 from ..context import BrokerContext
 from ..dispatch import handles
@@ -12,15 +11,28 @@ API = api(ApiKey.DescribeCluster)
 R = API.response
 
 
+# Not in ErrorCode (no other API uses them); Kafka's codes since KIP-919.
+MISMATCHED_ENDPOINT_TYPE = 114
+UNSUPPORTED_ENDPOINT_TYPE = 115
+BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
+
+
 @handles(ApiKey.DescribeCluster, 0, 1)
 def handle(ctx: BrokerContext, req: Request) -> R:
-    if req.version >= 1 and req.body.endpoint_type not in (1,):
+    endpoint = req.body.endpoint_type if req.version >= 1 else BROKER_ENDPOINT
+    if endpoint != BROKER_ENDPOINT:
+        # As Kafka's broker listener: a controller request is sent to the wrong kind of endpoint, any other
+        # type is unknown; the answer then carries no cluster (empty id, no controller, no brokers).
+        if endpoint == CONTROLLER_ENDPOINT:
+            code, message = MISMATCHED_ENDPOINT_TYPE, "this is a broker endpoint; controllers are not served here"
+        else:
+            code, message = UNSUPPORTED_ENDPOINT_TYPE, f"endpoint type {endpoint} is not supported"
         return R(
             throttle_time_ms=0,
-            error_code=E.UNSUPPORTED_VERSION,
-            error_message="only broker endpoints are served",
-            endpoint_type=req.body.endpoint_type,
-            cluster_id=ctx.cluster_id,
+            error_code=code,
+            error_message=message,
+            endpoint_type=BROKER_ENDPOINT,
+            cluster_id="",
             controller_id=-1,
             brokers=[],
             authorized_operations=None,
@@ -29,7 +41,7 @@ def handle(ctx: BrokerContext, req: Request) -> R:
         throttle_time_ms=0,
         error_code=0,
         error_message=None,
-        endpoint_type=1,
+        endpoint_type=BROKER_ENDPOINT,
         cluster_id=ctx.cluster_id,
         controller_id=ctx.node_id,
         brokers=[R.DescribeClusterBroker(broker_id=ctx.node_id, host=ctx.host, port=ctx.port, rack=None)],

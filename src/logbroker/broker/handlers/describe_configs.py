@@ -6,7 +6,13 @@ from dataclasses import dataclass
 
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
-from logbroker.storage.manager import PASSIVE_TOPIC_CONFIGS, TOPIC_CONFIG_KEYS
+from logbroker.storage.manager import (
+    MAX_TOPIC_NAME,
+    PASSIVE_TOPIC_CONFIGS,
+    TOPIC_CONFIG_KEYS,
+    TopicError,
+    validate_topic_name,
+)
 
 from ..context import BrokerContext
 from ..dispatch import handles
@@ -17,6 +23,7 @@ RR = R.DescribeConfigsResult
 CE = RR.DescribeConfigsResourceResult
 
 TOPIC, BROKER = 2, 4
+KNOWN_TYPES = (TOPIC, BROKER, 8, 16, 32)  # and broker loggers, client metrics, groups: refused one by one here
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 T_BOOLEAN, T_STRING, T_INT, T_SHORT, T_LONG = 1, 2, 3, 4, 5
 
@@ -109,17 +116,53 @@ def broker_config_entries(ctx: BrokerContext, keys: list[str] | None) -> list[En
     return out
 
 
+def _invalid_topic(name: str) -> str | None:
+    """Why `name` cannot be a topic (Kafka validates before it looks the topic up), or None."""
+    try:
+        validate_topic_name(name)
+    except TopicError as exc:
+        if len(name) > MAX_TOPIC_NAME:  # as Kafka's, the message quotes the name
+            return f"topic name {name!r} is longer than {MAX_TOPIC_NAME} characters"
+        return str(exc)
+    return None
+
+
+def _fit(code: int, message: str | None) -> tuple[int, str | None]:
+    """A message longer than a Kafka string may be cannot be sent: Kafka then answers UNKNOWN_SERVER_ERROR."""
+    if message is not None and len(message.encode("utf-8", "surrogatepass")) > 0x7FFF:
+        return int(E.UNKNOWN_SERVER_ERROR), None
+    return code, message
+
+
 @handles(ApiKey.DescribeConfigs, 1, 4)
 def handle(ctx: BrokerContext, req: Request) -> R:
     v = req.version
+    if any(res.resource_type not in KNOWN_TYPES for res in req.body.resources):
+        # Kafka refuses the whole request when one resource type is not one it knows.
+        return R(
+            throttle_time_ms=0,
+            results=[
+                RR(
+                    error_code=E.INVALID_REQUEST,
+                    error_message=f"resource type {res.resource_type} is not one Kafka knows",
+                    resource_type=res.resource_type,
+                    resource_name=res.resource_name,
+                    configs=[],
+                )
+                for res in req.body.resources
+            ],
+        )
     results = []
     for res in req.body.resources:
         keys = list(res.configuration_keys) if res.configuration_keys is not None else None
-        err, msg, entries = 0, None, []
+        err, msg, entries = 0, "", []  # Kafka sends an empty message, not null, with no error
         if res.resource_type == TOPIC:
             meta = ctx.topic(res.resource_name)
-            if meta is None:
-                err, msg = E.UNKNOWN_TOPIC_OR_PARTITION, f"topic {res.resource_name!r} does not exist"
+            invalid = _invalid_topic(res.resource_name) if meta is None else None
+            if invalid is not None:  # Kafka validates the name before it looks the topic up
+                err, msg = E.INVALID_TOPIC_EXCEPTION, invalid
+            elif meta is None:
+                err, msg = E.UNKNOWN_TOPIC_OR_PARTITION, ""  # Kafka's message here is empty
             else:
                 entries = topic_config_entries(ctx, meta.configs, keys)
         elif res.resource_type == BROKER:
@@ -143,6 +186,7 @@ def handle(ctx: BrokerContext, req: Request) -> R:
             )
             for e in entries
         ]
+        err, msg = _fit(err, msg)
         results.append(
             RR(
                 error_code=err,

@@ -1,42 +1,48 @@
-"""DescribeGroups (15): state, protocol and members with their metadata and assignments."""
+"""DescribeGroups (15): state, protocol and members with their metadata and assignments.
+
+Any id is looked up (Kafka checks only for null, so the empty one too). An unknown group, or a KIP-848 group,
+is reported as Kafka does: Dead with no error before v6, GROUP_ID_NOT_FOUND with a message from v6.
+"""
 
 from __future__ import annotations
 
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
 
-from ..context import BrokerContext
+from ..context import BrokerContext, NoResponse
 from ..dispatch import handles
+from ._groups import fit_message
 
 API = api(ApiKey.DescribeGroups)
 R = API.response
 DG = R.DescribedGroup
 
 
+def _missing(gid: str, version: int, message: str) -> DG:
+    err, msg = (int(E.GROUP_ID_NOT_FOUND), message) if version >= 6 else (0, None)
+    err, msg = fit_message(err, msg)
+    return DG(
+        error_code=err,
+        error_message=msg,
+        group_id=gid,
+        group_state="Dead" if err != E.UNKNOWN_SERVER_ERROR else "",
+        protocol_type="",
+        protocol_data="",
+        members=[],
+        authorized_operations=None,
+    )
+
+
 @handles(ApiKey.DescribeGroups, 0, 6)
-def handle(ctx: BrokerContext, req: Request) -> R:
+def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     out = []
     for gid in req.body.groups:
         g = ctx.groups.group(gid)
-        if g is None or g.group_type != "classic":
-            # v6+ names the problem as Kafka does; older versions report an unknown group as Dead.
-            err, msg = 0, None
-            if g is not None:
-                err, msg = int(E.GROUP_ID_NOT_FOUND), f"Group {gid} is not a classic group."
-            elif req.version >= 6:
-                err, msg = int(E.GROUP_ID_NOT_FOUND), f"Group {gid} not found."
-            out.append(
-                DG(
-                    error_code=err,
-                    error_message=msg,
-                    group_id=gid,
-                    group_state="Dead",
-                    protocol_type="",
-                    protocol_data="",
-                    members=[],
-                    authorized_operations=None,
-                )
-            )
+        if g is None:
+            out.append(_missing(gid, req.version, f"Group {gid} not found."))
+            continue
+        if g.group_type != "classic":
+            out.append(_missing(gid, req.version, f"Group {gid} is not a classic group."))
             continue
         members = [
             DG.DescribedGroupMember(

@@ -25,8 +25,6 @@ PD = TR.PartitionData
 @handles(ApiKey.Fetch, 0, 12, rejected_below=4, exclusive=True)
 async def handle(ctx: BrokerContext, req: Request) -> R:
     body = req.body
-    if req.version_error is not None:
-        return _collect(ctx, body, req.version, [], error=E.UNSUPPORTED_VERSION)[0]
     deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000
     while True:
         lent: list[bytearray] = []
@@ -43,7 +41,7 @@ async def handle(ctx: BrokerContext, req: Request) -> R:
 
 
 def _collect(
-    ctx: BrokerContext, body: Any, version: int, lent: list[bytearray], error: int = 0
+    ctx: BrokerContext, body: Any, version: int, lent: list[bytearray]
 ) -> tuple[R, int, list[tuple[str, int]]]:
     # Kafka caps every answer at the broker's fetch.max.bytes (still returning a first batch whole).
     limit = min(body.max_bytes if version >= 3 and body.max_bytes > 0 else 0x7FFFFFFF, ctx.settings.fetch_max_bytes)
@@ -54,8 +52,11 @@ def _collect(
         parts = []
         for p in t.partitions:
             plog = ctx.get_log(t.topic, p.partition)
-            if error or plog is None:
-                parts.append(_pd(p.partition, error or E.UNKNOWN_TOPIC_OR_PARTITION))
+            if plog is None:
+                # A topic on disk that cannot be served answers as Kafka does for a partition on a failed
+                # log directory.
+                missing = E.KAFKA_STORAGE_ERROR if ctx.unavailable(t.topic) else E.UNKNOWN_TOPIC_OR_PARTITION
+                parts.append(_pd(p.partition, missing))
                 continue
             hwm = plog.next_offset
             if version >= 9 and p.current_leader_epoch > 0:

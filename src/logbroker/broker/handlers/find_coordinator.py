@@ -1,11 +1,12 @@
-"""FindCoordinator (10): this broker coordinates every group; transactions are not offered."""
+"""FindCoordinator (10): this broker coordinates every group (any key, the empty one too, as in Kafka);
+transactions are not offered."""
 
 from __future__ import annotations
 
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
 
-from ..context import BrokerContext
+from ..context import BrokerContext, NoResponse
 from ..dispatch import handles
 
 API = api(ApiKey.FindCoordinator)
@@ -18,13 +19,11 @@ def _answer(ctx: BrokerContext, key: str, key_type: int) -> tuple[int, str | Non
         # Not retriable on purpose: a transactional producer fails fast with a clear error instead of
         # looking for a coordinator until its timeout.
         return int(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), "transactions are not supported", -1, "", -1
-    if not key:
-        return int(E.INVALID_REQUEST), "empty group id", -1, "", -1
-    return 0, None, ctx.node_id, ctx.host, ctx.port
+    return 0, "", ctx.node_id, ctx.host, ctx.port
 
 
 @handles(ApiKey.FindCoordinator, 0, 6)
-def handle(ctx: BrokerContext, req: Request) -> R:
+def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     body = req.body
     key_type = body.key_type if req.version >= 1 else GROUP
     if req.version >= 4:
@@ -34,4 +33,6 @@ def handle(ctx: BrokerContext, req: Request) -> R:
             coords.append(R.Coordinator(key=key, node_id=node, host=host, port=port, error_code=err, error_message=msg))
         return R(throttle_time_ms=0, coordinators=coords)
     err, msg, node, host, port = _answer(ctx, body.key, key_type)
+    if err == 0:
+        msg = "NONE"  # what Kafka says in v1-3 (v4+ entries say "")
     return R(throttle_time_ms=0, error_code=err, error_message=msg, node_id=node, host=host, port=port)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from logbroker.protocol import ApiKey, Request, api
 
-from ..context import BrokerContext
+from ..context import BrokerContext, NoResponse
 from ..dispatch import handles
 
 API = api(ApiKey.Heartbeat)
@@ -12,7 +12,7 @@ R = API.response
 
 
 @handles(ApiKey.Heartbeat, 0, 4)
-def handle(ctx: BrokerContext, req: Request) -> R:
+def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     b = req.body
     err = ctx.groups.heartbeat(
         b.group_id, b.member_id, b.generation_id, b.group_instance_id if req.version >= 3 else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from logbroker.broker.groups import JoinRequest
 from logbroker.protocol import ApiKey, Request, api
 
-from ..context import BrokerContext
+from ..context import BrokerContext, NoResponse
 from ..dispatch import handles
 
 API = api(ApiKey.JoinGroup)
@@ -13,7 +13,7 @@ R = API.response
 
 
 @handles(ApiKey.JoinGroup, 0, 9)
-async def handle(ctx: BrokerContext, req: Request) -> R:
+async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     b = req.body
     v = req.version
     res = await ctx.groups.join(

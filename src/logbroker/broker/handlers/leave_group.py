@@ -1,10 +1,15 @@
-"""LeaveGroup (13): one member (v0-2) or a batch of members by id or static instance id (v3+)."""
+"""LeaveGroup (13): one member (v0-2) or a batch of members by id or static instance id (v3+).
+
+As in Kafka, v0-2 carry the member's error at the top level; v3+ carry it per member, with a top-level
+error only for the group itself (INVALID_GROUP_ID).
+"""
 
 from __future__ import annotations
 
 from logbroker.protocol import ApiKey, Request, api
+from logbroker.protocol import ErrorCode as E
 
-from ..context import BrokerContext
+from ..context import BrokerContext, NoResponse
 from ..dispatch import handles
 
 API = api(ApiKey.LeaveGroup)
@@ -12,10 +17,12 @@ R = API.response
 
 
 @handles(ApiKey.LeaveGroup, 0, 5)
-def handle(ctx: BrokerContext, req: Request) -> R:
+def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     b = req.body
     wanted = [(m.member_id, m.group_instance_id) for m in b.members] if req.version >= 3 else [(b.member_id, None)]
     top, results = ctx.groups.leave(b.group_id, wanted)
+    if req.version >= 3 and results:
+        top = E.NONE
     return R(
         throttle_time_ms=0,
         error_code=int(top),

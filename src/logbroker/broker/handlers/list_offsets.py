@@ -1,7 +1,9 @@
-"""ListOffsets (2): earliest (-2), latest (-1), max timestamp (-3), earliest local (-4), by timestamp."""
+"""ListOffsets (2): earliest (-2), latest (-1), max timestamp (-3, v7+), earliest local (-4, v8+), by timestamp."""
 
 from __future__ import annotations
 
+from collections import Counter
+from types import SimpleNamespace
 from typing import Any
 
 from logbroker.protocol import ApiKey, Request, api
@@ -11,6 +13,7 @@ from logbroker.storage import PartitionLog
 from ..context import BrokerContext
 from ..dispatch import handles
 from ._partitions import by_partition
+from .offset_for_leader_epoch import leader_epoch_error
 
 API = api(ApiKey.ListOffsets)
 R = API.response
@@ -18,14 +21,37 @@ TR = R.ListOffsetsTopicResponse
 PR = TR.ListOffsetsPartitionResponse
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+# The special timestamps a version may ask for (Kafka answers any other negative one UNSUPPORTED_VERSION).
+SPECIAL_SINCE = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
 
 
 @handles(ApiKey.ListOffsets, 1, 8)
 def handle(ctx: BrokerContext, req: Request) -> R:
+    v = req.version
+    body = req.body
+
+    def error(p: Any, code: int) -> Any:
+        return PR(partition_index=p.partition_index, error_code=code, timestamp=-1, offset=-1, leader_epoch=-1)
+
+    if v >= 2 and body.isolation_level not in (0, 1):
+        # Kafka fails every partition (the isolation level does not parse), keeping the request's shape.
+        return R(
+            throttle_time_ms=0,
+            topics=[
+                TR(name=t.name, partitions=[error(p, E.UNKNOWN_SERVER_ERROR) for p in t.partitions])
+                for t in body.topics
+            ],
+        )
+
+    def unsupported(ts: int) -> bool:
+        return ts < 0 and SPECIAL_SINCE.get(ts, 1 << 15) > v
+
     def answer(plog: PartitionLog, p: Any) -> Any:
-        if req.version >= 4 and p.current_leader_epoch > 0:
-            return error(p, E.UNKNOWN_LEADER_EPOCH)
         ts = p.timestamp
+        if v >= 4:
+            code = leader_epoch_error(p.current_leader_epoch)
+            if code is not None:
+                return error(p, code)
         offset, stamp = -1, -1
         if ts in (LATEST, LATEST_TIERED):
             offset = plog.next_offset
@@ -33,18 +59,30 @@ def handle(ctx: BrokerContext, req: Request) -> R:
             offset = plog.log_start_offset
         elif ts == MAX_TIMESTAMP:
             offset, stamp = plog.max_timestamp()
-        elif ts >= 0:
+        else:
             found = plog.offset_for_timestamp(ts)
             if found is not None:
                 offset, stamp = found
-        else:
-            return error(p, E.INVALID_REQUEST)
         leader_epoch = 0 if offset >= 0 else -1
-        return PR(partition_index=p.partition_index, error_code=0, timestamp=stamp, offset=offset,
-                  leader_epoch=leader_epoch)  # fmt: skip
+        return PR(
+            partition_index=p.partition_index, error_code=0, timestamp=stamp, offset=offset, leader_epoch=leader_epoch
+        )
 
-    def error(p: Any, code: E) -> Any:
-        return PR(partition_index=p.partition_index, error_code=code, timestamp=-1, offset=-1, leader_epoch=-1)
-
-    rows = by_partition(ctx, req.body.topics, answer, error)
-    return R(throttle_time_ms=0, topics=[TR(name=name, partitions=parts) for name, parts in rows])
+    # As Kafka: one entry per topic (topics named twice are merged, those with no partitions dropped) and
+    # a partition asked for twice is one INVALID_REQUEST instead of an answer.
+    merged: dict[str, list[Any]] = {}
+    for t in body.topics:
+        if t.partitions:
+            merged.setdefault(t.name, []).extend(t.partitions)
+    topics = []
+    for name, parts in merged.items():
+        seen = Counter(p.partition_index for p in parts)
+        once = [p for p in parts if seen[p.partition_index] == 1]
+        twice = {p.partition_index: p for p in parts if seen[p.partition_index] > 1}
+        # A timestamp this version cannot ask for is refused before the partition is looked up.
+        refused = [error(p, E.UNSUPPORTED_VERSION) for p in once if unsupported(p.timestamp)]
+        asked = [p for p in once if not unsupported(p.timestamp)]
+        [(_, rows)] = by_partition(ctx, [SimpleNamespace(name=name, partitions=asked)], answer, error)
+        rows += refused + [error(p, E.INVALID_REQUEST) for p in twice.values()]
+        topics.append(TR(name=name, partitions=rows))
+    return R(throttle_time_ms=0, topics=topics)

@@ -1,4 +1,8 @@
-"""OffsetCommit (8): validated against the group's generation, durable before the answer."""
+"""OffsetCommit (8): validated against the group's generation, durable before the answer.
+
+As in Kafka, any group id is accepted (the empty one too), a commit from outside a generation creates a
+"simple" group, and v2-4's `retention_time_ms` gives the offsets an explicit expiry.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ from logbroker.broker.groups import Committed
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
 
-from ..context import BrokerContext
+from ..context import BrokerContext, NoResponse
 from ..dispatch import handles
 
 API = api(ApiKey.OffsetCommit)
@@ -17,8 +21,8 @@ TR = R.OffsetCommitResponseTopic
 PR = TR.OffsetCommitResponsePartition
 
 
-@handles(ApiKey.OffsetCommit, 0, 9)
-async def handle(ctx: BrokerContext, req: Request) -> R:
+@handles(ApiKey.OffsetCommit, 0, 9, rejected_below=2)
+async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     b = req.body
     v = req.version
     coord = ctx.groups
@@ -27,26 +31,31 @@ async def handle(ctx: BrokerContext, req: Request) -> R:
         b.member_id if v >= 1 else "",
         b.generation_id_or_member_epoch if v >= 1 else -1,
         b.group_instance_id if v >= 7 else None,
+        v,
     )
     now = int(time.time() * 1000)
+    retention = b.retention_time_ms if 2 <= v <= 4 else -1
+    expire_ms = None if retention == -1 else now + retention
     accepted: dict[tuple[str, int], Committed] = {}
     topics = []
     for t in b.topics:
         parts = []
         for p in t.partitions:
-            err = group_err
-            if err == E.NONE:
-                if ctx.get_log(t.name, p.partition_index) is None:
-                    err = E.UNKNOWN_TOPIC_OR_PARTITION
-                elif p.committed_metadata is not None and (
-                    len(p.committed_metadata.encode()) > coord.config.offset_metadata_max_bytes
-                ):
-                    err = E.OFFSET_METADATA_TOO_LARGE
-                else:
-                    epoch = p.committed_leader_epoch if v >= 6 else -1
-                    accepted[(t.name, p.partition_index)] = Committed(
-                        p.committed_offset, epoch, p.committed_metadata, now
-                    )
+            # Unknown partitions are answered before the group is looked at (Kafka's KafkaApis does so).
+            if ctx.get_log(t.name, p.partition_index) is None:
+                err = E.UNKNOWN_TOPIC_OR_PARTITION
+            elif group_err != E.NONE:
+                err = group_err
+            elif p.committed_metadata is not None and (
+                len(p.committed_metadata.encode()) > coord.config.offset_metadata_max_bytes
+            ):
+                err = E.OFFSET_METADATA_TOO_LARGE
+            else:
+                err = E.NONE
+                epoch = p.committed_leader_epoch if v >= 6 else -1
+                accepted[(t.name, p.partition_index)] = Committed(
+                    p.committed_offset, epoch, p.committed_metadata, now, expire_ms
+                )
             parts.append(PR(partition_index=p.partition_index, error_code=int(err)))
         topics.append(TR(name=t.name, partitions=parts))
     if accepted:

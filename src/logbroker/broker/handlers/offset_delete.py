@@ -5,7 +5,7 @@ from __future__ import annotations
 from logbroker.broker.groups import GroupError
 from logbroker.protocol import ApiKey, Request, api
 
-from ..context import BrokerContext
+from ..context import BrokerContext, NoResponse
 from ..dispatch import handles
 
 API = api(ApiKey.OffsetDelete)
@@ -14,7 +14,7 @@ TR = R.OffsetDeleteResponseTopic
 
 
 @handles(ApiKey.OffsetDelete, 0, 0)
-async def handle(ctx: BrokerContext, req: Request) -> R:
+async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     b = req.body
     wanted = [(t.name, p.partition_index) for t in b.topics for p in t.partitions]
     try:

@@ -6,7 +6,7 @@ from typing import Any
 
 from logbroker.protocol import ApiKey, Request, api
 
-from ..context import BrokerContext
+from ..context import BrokerContext, NoResponse
 from ..dispatch import handles
 
 API = api(ApiKey.OffsetFetch)
@@ -27,8 +27,8 @@ def _lookup(ctx: BrokerContext, group_id: str, topics: Any) -> list[tuple[str, l
     return list(by_topic.items())
 
 
-@handles(ApiKey.OffsetFetch, 0, 9)
-def handle(ctx: BrokerContext, req: Request) -> R:
+@handles(ApiKey.OffsetFetch, 0, 9, rejected_below=1)
+def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     b = req.body
     if req.version >= 8:
         groups = []

@@ -1,4 +1,5 @@
-"""OffsetForLeaderEpoch (23): the single leader epoch 0 ends at the log end offset."""
+"""OffsetForLeaderEpoch (23): the single leader epoch 0 ends at the log end offset; older epochs end where
+the log starts, newer ones are unknown, as Kafka's leader-epoch cache answers."""
 
 from __future__ import annotations
 
@@ -18,14 +19,31 @@ TR = R.OffsetForLeaderTopicResult
 EO = TR.EpochEndOffset
 
 
+LEADER_EPOCH = 0  # the one leader epoch every partition has here
+NO_EPOCH = -1
+
+
+def leader_epoch_error(current: int) -> E | None:
+    """Kafka's check of a request's current_leader_epoch against the partition's: -1 skips it, an older
+    epoch is FENCED_LEADER_EPOCH (any other negative one too), a newer one UNKNOWN_LEADER_EPOCH."""
+    if current in (NO_EPOCH, LEADER_EPOCH):
+        return None
+    return E.FENCED_LEADER_EPOCH if current < LEADER_EPOCH else E.UNKNOWN_LEADER_EPOCH
+
+
 @handles(ApiKey.OffsetForLeaderEpoch, 2, 4)
 def handle(ctx: BrokerContext, req: Request) -> R:
     def answer(plog: PartitionLog, p: Any) -> Any:
-        if p.current_leader_epoch > 0:
-            return error(p, E.UNKNOWN_LEADER_EPOCH)
-        if p.leader_epoch < 0:
-            return EO(error_code=0, partition=p.partition, leader_epoch=-1, end_offset=-1)
-        return EO(error_code=0, partition=p.partition, leader_epoch=0, end_offset=plog.next_offset)
+        code = leader_epoch_error(p.current_leader_epoch)
+        if code is not None:
+            return error(p, code)
+        wanted = p.leader_epoch
+        if wanted == LEADER_EPOCH:
+            return EO(error_code=0, partition=p.partition, leader_epoch=LEADER_EPOCH, end_offset=plog.next_offset)
+        if wanted < NO_EPOCH:
+            # Older than the first epoch the log knows: Kafka answers that epoch, ending where the log starts.
+            return EO(error_code=0, partition=p.partition, leader_epoch=wanted, end_offset=plog.log_start_offset)
+        return EO(error_code=0, partition=p.partition, leader_epoch=-1, end_offset=-1)  # -1, or not yet seen
 
     def error(p: Any, code: E) -> Any:
         return EO(error_code=code, partition=p.partition, leader_epoch=-1, end_offset=-1)

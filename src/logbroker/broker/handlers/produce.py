@@ -1,14 +1,31 @@
-"""Produce (0): validate batch headers and CRCs, check idempotent sequences, assign offsets, append,
-then answer once the fsync policy is satisfied. Records are never decoded here."""
+"""Produce (0): validate as Kafka 4.4 does, check idempotent sequences, assign offsets, append, then answer
+once the fsync policy is satisfied.
+
+Validation runs in Kafka's stages (`protocol/validate.py`), because the stage decides the answer: the
+first batch of every partition is looked at before anything else, then each partition's batch count and
+magic, then (over every partition still in play) whether a batch is too short to read at all, and only
+then, partition by partition, the batch header and every record. Nothing is appended before the
+request-wide checks have passed, so a request Kafka fails as a whole stores nothing.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
+import weakref
 from typing import Any
 
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
-from logbroker.protocol.records import InvalidBatch, validate_produce
+from logbroker.protocol.records import InvalidBatch
+from logbroker.protocol.validate import (
+    RequestRefused,
+    first_batch_is_transactional,
+    short_first_batch,
+    single_batch,
+    validate_batch,
+)
 from logbroker.storage.producers import SequenceError
 
 from ..context import NO_RESPONSE, NO_RESPONSE_CLOSE, BrokerContext
@@ -19,6 +36,17 @@ API = api(ApiKey.Produce)
 R = API.response
 TR = R.TopicProduceResponse
 PR = TR.PartitionProduceResponse
+RecordError = PR.BatchIndexAndErrorMessage
+YIELD_AFTER_BYTES = 256 << 10
+_sequencers: weakref.WeakKeyDictionary[BrokerContext, asyncio.Lock] = weakref.WeakKeyDictionary()
+
+
+def _sequencer(ctx: BrokerContext) -> asyncio.Lock:
+    """One FIFO lock per broker around validate-and-append (taken without waiting when free)."""
+    lock = _sequencers.get(ctx)
+    if lock is None:
+        lock = _sequencers[ctx] = asyncio.Lock()
+    return lock
 
 
 def _name(error: int) -> str:
@@ -29,7 +57,13 @@ def _name(error: int) -> str:
 
 
 def _part(
-    index: int, error: int, base: int = -1, start: int = -1, message: str | None = None, append_time: int = -1
+    index: int,
+    error: int,
+    base: int = -1,
+    start: int = -1,
+    message: str | None = None,
+    append_time: int = -1,
+    record_errors: list[Any] | None = None,
 ) -> PR:
     return PR(
         index=index,
@@ -37,12 +71,12 @@ def _part(
         base_offset=base,
         log_append_time_ms=append_time,
         log_start_offset=start,
-        record_errors=[],
+        record_errors=record_errors or [],
         error_message=message,
     )
 
 
-def _error_response(body: Any, error: int, message: str) -> R:
+def _error_response(body: Any, error: int, message: str | None) -> R:
     return R(
         throttle_time_ms=0,
         responses=[
@@ -52,45 +86,97 @@ def _error_response(body: Any, error: int, message: str) -> R:
     )
 
 
+def _refuse_request(req: Request, error: E, message: str | None) -> Any:
+    """Kafka's answer to a produce it fails as a whole: every partition gets `error` (acks=0: closed)."""
+    log.info("refused produce request from client %r: %s: %s", req.header.client_id, error.name, message or "")
+    if req.body.acks == 0:
+        return NO_RESPONSE_CLOSE
+    return _error_response(req.body, error, message)
+
+
 @handles(ApiKey.Produce, 0, 11, rejected_below=3)
 async def handle(ctx: BrokerContext, req: Request) -> Any:
     body = req.body
-    if req.version_error is not None:
-        # Advertised only for old clients' feature probes (magic v0/v1 message sets are not stored).
-        return _error_response(body, E.UNSUPPORTED_VERSION, f"Produce v{req.version} is not supported")
+    # Stage 1: the first batch of each partition, until a transactional one is found (Kafka's order).
+    try:
+        transactional = any(
+            first_batch_is_transactional(p.records)
+            for t in body.topic_data
+            for p in t.partition_data
+            if p.records is not None
+        )
+    except RequestRefused as exc:
+        return _refuse_request(req, exc.error, exc.message)
+    if transactional and body.transactional_id is None:
+        return _refuse_request(
+            req, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional records need a transactional id"
+        )
+    if transactional:
+        # A transactional id on plain batches is appended as Kafka appends it (it checks the id only for
+        # transactional records); transactional records themselves wait for transaction support.
+        return _refuse_request(
+            req, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported by this broker"
+        )
     acks = body.acks
     if acks not in (-1, 0, 1):
         log.info("refused produce from client %r: acks=%d is not -1, 0 or 1", req.header.client_id, acks)
         return _error_response(body, E.INVALID_REQUIRED_ACKS, f"acks={acks} is not -1, 0 or 1")
-    if body.transactional_id is not None:
-        return _error_response(
-            body, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported by this broker"
-        )
+
+    # Stage 2: topics, partitions and one magic-2 batch each; nothing is written yet.
     responses = []
-    written = False
+    accepted: list[
+        tuple[list[Any], int, str, int, Any, Any, int]
+    ] = []  # (slots, slot, topic, index, log, records, size)
     failed = False
     for t in body.topic_data:
         err = ctx.ensure_topic(t.name)
-        parts = []
+        if err == E.INVALID_TOPIC_EXCEPTION:
+            err = E.UNKNOWN_TOPIC_OR_PARTITION  # Kafka looks the name up; an invalid one is simply not there
+        parts: list[Any] = []
         for p in t.partition_data:
-            if err:
-                log.info("refused produce to %s-%d: %s", t.name, p.index, _name(err))
-                parts.append(_part(p.index, err))
+            plog = None if err else ctx.get_log(t.name, p.index)
+            if err or plog is None:
+                code = err or E.UNKNOWN_TOPIC_OR_PARTITION
+                log.info("refused produce to %s-%d: %s", t.name, p.index, _name(code))
+                parts.append(_part(p.index, code))
                 failed = True
                 continue
-            plog = ctx.get_log(t.name, p.index)
-            if plog is None:
-                log.info("refused produce to %s-%d: no such partition", t.name, p.index)
-                parts.append(_part(p.index, E.UNKNOWN_TOPIC_OR_PARTITION))
+            if p.records is None:
+                parts.append(_part(p.index, E.INVALID_RECORD, message="produce request without records"))
                 failed = True
                 continue
-            result = _append(ctx, plog, t.name, p.index, p.records)
-            parts.append(result)
+            try:
+                size = single_batch(p.records, req.version)
+            except InvalidBatch as exc:
+                log.info("refused produce to %s-%d: %s", t.name, p.index, exc)
+                parts.append(_part(p.index, exc.error, message=str(exc)))
+                failed = True
+                continue
+            except RequestRefused as exc:
+                return _refuse_request(req, exc.error, exc.message)
+            accepted.append((parts, len(parts), t.name, p.index, plog, p.records, size))
+            parts.append(None)  # filled in by stage 4
+        responses.append(TR(name=t.name, partition_responses=parts))
+
+    # Stage 3: a batch too short to read its producer id fails the whole request.
+    if any(short_first_batch(size) for *_, size in accepted):
+        return _refuse_request(req, E.UNKNOWN_SERVER_ERROR, None)
+
+    # Stage 4: each partition's batch and records, then the append. Walking records costs up to ~75 ms per
+    # MB of tiny records, so after a large batch the loop serves other clients; the sequencer keeps
+    # produces (and so each connection's pipelined produces) appending in the order they arrived.
+    written = False
+    now_ms = int(time.time() * 1000)
+    async with _sequencer(ctx):
+        for parts, slot, topic, index, plog, records, size in accepted:
+            result = _append(ctx, plog, topic, index, records, size, now_ms)
+            parts[slot] = result
             if result.error_code:
                 failed = True
             elif result.base_offset >= 0:
                 written = True
-        responses.append(TR(name=t.name, partition_responses=parts))
+            if size >= YIELD_AFTER_BYTES:
+                await asyncio.sleep(0)
     if acks == 0:
         # Kafka closes the connection on a failed acks=0 produce: the only signal such a client gets.
         return NO_RESPONSE_CLOSE if failed else NO_RESPONSE
@@ -107,29 +193,42 @@ async def handle(ctx: BrokerContext, req: Request) -> Any:
     return R(throttle_time_ms=0, responses=responses)
 
 
-def _append(ctx: BrokerContext, plog: Any, topic: str, index: int, records: Any) -> PR:
-    if records is None:
-        return _part(index, E.INVALID_RECORD, message="produce request without records")
-    # A writable view into the request frame: offsets are stamped where the batches arrived (no copy).
-    buf = records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
+def _append(ctx: BrokerContext, plog: Any, topic: str, index: int, records: Any, size: int, now_ms: int) -> PR:
+    # A writable view into the request frame: offsets are stamped where the batch arrived (no copy). Bytes
+    # after the batch that make no whole batch are left out, as Kafka trims them.
+    buf = records if isinstance(records, memoryview) and not records.readonly else memoryview(bytearray(records))
+    batch = buf[:size]
+    cfg = plog.config
     try:
-        headers = validate_produce(buf, plog.config.max_message_bytes)
-        if len(headers) > 1 and any(h.producer_id >= 0 for h in headers):
-            raise InvalidBatch("idempotent produce must carry exactly one batch per partition", E.INVALID_RECORD)
-        dup = plog.check_duplicates(headers)
+        header = validate_batch(
+            batch,
+            now_ms=now_ms,
+            max_message_bytes=cfg.max_message_bytes,
+            log_append_time=cfg.log_append_time,
+            before_max_ms=cfg.message_timestamp_before_max_ms,
+            after_max_ms=cfg.message_timestamp_after_max_ms,
+            max_inflated_bytes=ctx.settings.socket_request_max_bytes,
+        )
+        dup = plog.check_duplicates([header])
     except InvalidBatch as exc:
         log.info("refused produce to %s-%d: %s", topic, index, exc)
-        return _part(index, exc.error, message=str(exc))
+        return _part(
+            index,
+            exc.error,
+            start=plog.log_start_offset if exc.log_start else -1,
+            message=str(exc),
+            record_errors=[RecordError(batch_index=i, batch_index_error_message=m) for i, m in exc.record_errors],
+        )
     except SequenceError as exc:
         log.info("refused produce to %s-%d: %s: %s", topic, index, exc.error.name, exc)
-        return _part(index, exc.error, message=str(exc))
+        return _part(index, exc.error, start=plog.log_start_offset, message=str(exc))
     if dup is not None:
         return _part(index, 0, dup.base_offset, plog.log_start_offset)
     try:
-        base, _last = plog.append(buf, headers)
+        base, _last = plog.append(batch, [header])
     except OSError as exc:
         log.error("append to %s-%d failed: %s", topic, index, exc)
         return _part(index, E.KAFKA_STORAGE_ERROR, message=str(exc))
     ctx.appended(plog, topic, index)
-    append_time = headers[0].max_timestamp if plog.config.log_append_time else -1
+    append_time = header.max_timestamp if cfg.log_append_time else -1
     return _part(index, 0, base, plog.log_start_offset, append_time=append_time)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from logbroker.protocol import ApiKey, Request, api
 
-from ..context import BrokerContext
+from ..context import BrokerContext, NoResponse
 from ..dispatch import handles
 
 API = api(ApiKey.SyncGroup)
@@ -12,7 +12,7 @@ R = API.response
 
 
 @handles(ApiKey.SyncGroup, 0, 5)
-async def handle(ctx: BrokerContext, req: Request) -> R:
+async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     b = req.body
     v = req.version
     groups = ctx.groups

@@ -1,0 +1,108 @@
+"""A budget of open file descriptors for segment files.
+
+Each segment has three files (log, offset index, time index); kept open, 10,000 partitions would need
+30,000 descriptors, past most processes' limit, and the broker would fail to accept connections or
+create topics. Segment files are instead opened on first use through a `FileCache` holding at most
+`limit` descriptors; the least recently used is closed when another is needed. A descriptor written
+since it was opened is fdatasync'ed before it is closed, so eviction never weakens the fsync policy:
+a write acknowledged after the flusher took its descriptor was synced here first.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from pathlib import Path
+
+OPEN_FLAGS = os.O_RDWR | os.O_CREAT | os.O_APPEND
+
+
+class FileCache:
+    """Open descriptors of segment files, at most `limit` at once (None: no limit, nothing is closed).
+
+    Driven from one thread (the broker's event loop); only descriptors the caller took with `open_fd`
+    are handed to the fsync thread, and closing one under it is safe (see the module docstring)."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        if limit is not None and limit < 3:
+            raise ValueError("a file cache needs room for at least one segment's three files")
+        self.limit = limit
+        self._open: OrderedDict[FileHandle, None] = OrderedDict()
+        self.opens = 0
+        self.evictions = 0
+
+    def handle(self, path: Path) -> FileHandle:
+        """A handle on `path`, opened (and created) when first used."""
+        return FileHandle(self, path)
+
+    @property
+    def open_count(self) -> int:
+        return len(self._open)
+
+    def _opened(self, h: FileHandle) -> int:
+        if self.limit is not None:
+            while len(self._open) >= self.limit:
+                victim, _ = self._open.popitem(last=False)
+                self.evictions += 1
+                victim._close(sync=True)
+        fd = os.open(h.path, OPEN_FLAGS, 0o644)
+        self.opens += 1
+        if self.limit is not None:
+            self._open[h] = None
+        return fd
+
+    def _touch(self, h: FileHandle) -> None:
+        if self.limit is not None:
+            self._open.move_to_end(h)
+
+    def _forget(self, h: FileHandle) -> None:
+        self._open.pop(h, None)
+
+
+class FileHandle:
+    """One segment file: `fd` opens it on demand; `written` marks data the next close must sync."""
+
+    __slots__ = ("_fd", "cache", "path", "written")
+
+    def __init__(self, cache: FileCache, path: Path) -> None:
+        self.cache = cache
+        self.path = path
+        self._fd: int | None = None
+        self.written = False
+
+    @property
+    def fd(self) -> int:
+        fd = self._fd
+        if fd is None:
+            fd = self._fd = self.cache._opened(self)
+        else:
+            self.cache._touch(self)
+        return fd
+
+    @property
+    def open_fd(self) -> int | None:
+        """The descriptor if it is open now (for syncing: a closed one was synced when it was closed)."""
+        return self._fd
+
+    def sync(self) -> None:
+        if self._fd is not None and self.written:
+            os.fdatasync(self._fd)
+
+    def _close(self, sync: bool) -> None:
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            if sync and self.written:
+                os.fdatasync(fd)
+        finally:
+            self.written = False
+            os.close(fd)
+
+    def close(self) -> None:
+        """Close without syncing (the caller synced what the fsync policy asks for, or deletes the file)."""
+        self.cache._forget(self)
+        try:
+            self._close(sync=False)
+        except OSError:
+            pass

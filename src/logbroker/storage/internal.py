@@ -1,0 +1,231 @@
+"""Internal keyed logs: broker state (group offsets today; transactions, configs, ACLs, users later) kept as
+records in a partition log of its own under `<data>/<name>/`.
+
+A record's key is a JSON list naming what it describes and its value is JSON, or null for a deletion; the
+state is the last value per key. On open the log is recovered like a data log (torn tail truncated, indexes
+rebuilt) and replayed with every batch's CRC32C checked. A damaged batch does not stop the broker: it is
+skipped, the offsets it held are logged at WARNING, and the log is rewritten from what was intact so the
+damage is gone from disk. Skipping (rather than truncating there, as a data log must) keeps every later
+record: for last-value-wins state that loses only the damaged batch's own updates.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from logbroker.protocol.records import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    NewRecord,
+    build_batch,
+    decode_batch,
+    parse_header,
+    validate_produce,
+)
+
+from .log import LogConfig, PartitionLog
+from .segment import Segment
+
+log = logging.getLogger(__name__)
+
+COMPACT_MIN_RECORDS = 1000
+READ_CHUNK = 8 << 20
+MAX_DAMAGE_LINES = 20  # per load; the rest are counted in one summary line
+
+Key = tuple[Any, ...]
+Record = tuple[Key, Any]  # (key, JSON value); a None value deletes the key
+
+
+@dataclass(frozen=True, slots=True)
+class Damage:
+    """A stretch of an internal log that replay could not use."""
+
+    segment: int
+    position: int
+    bytes: int
+    first_offset: int | None
+    last_offset: int | None
+    reason: str
+
+    def describe(self) -> str:
+        if self.first_offset is None:
+            span = "offsets unknown"
+        elif self.last_offset is None or self.last_offset == self.first_offset:
+            span = f"offset {self.first_offset}"
+        else:
+            span = f"offsets {self.first_offset}-{self.last_offset}"
+        return f"{span} ({self.bytes} bytes at byte {self.position} of segment {self.segment}): {self.reason}"
+
+
+class InternalLog:
+    """A keyed JSON-record log with replay, damage recovery and compaction on load.
+
+    `load()` once after construction, then `append()`; the caller makes appends durable (the broker's
+    fsync policy over `append()`'s returned log)."""
+
+    def __init__(self, directory: Path, clean_shutdown: bool, segment_bytes: int = 64 << 20) -> None:
+        self.dir = directory
+        self.config = LogConfig(segment_bytes=segment_bytes, retention_ms=-1, max_message_bytes=64 << 20)
+        tmp, old = self._side(".compact"), self._side(".old")
+        if not self.dir.exists() and tmp.exists():  # crashed between the two renames of a rewrite
+            os.replace(tmp, self.dir)
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
+        # Recovery truncates torn tails but leaves CRC checks to the replay, which skips a damaged batch.
+        self.log = PartitionLog(self.dir, self.config, clean_shutdown, verify_crc=False)
+        self.records_in_log = 0
+        self.damage: list[Damage] = []  # found by the last load()
+
+    def _side(self, suffix: str) -> Path:
+        return self.dir.with_name(self.dir.name + suffix)
+
+    # ------------------------------------------------------------------ replay
+
+    def load(self) -> dict[Key, Any]:
+        """Replay the log: the live value of every key (deleted keys are absent).
+
+        Damaged batches are skipped and reported; when there were any, or when more than half of the log is
+        superseded, the log is rewritten with only the live records."""
+        live: dict[Key, Any] = {}
+        count = 0
+        self.damage = []
+        for key, value in self._replay():
+            count += 1
+            if value is None:
+                live.pop(key, None)
+            else:
+                live[key] = value
+        self.records_in_log = count
+        if self.damage:
+            self._report()
+        if self.damage or (count >= COMPACT_MIN_RECORDS and count > 2 * len(live)):
+            self._rewrite(live)
+        return live
+
+    def _replay(self) -> Iterator[Record]:
+        start = self.log.log_start_offset
+        for seg in self.log.segments:
+            for h, raw in self._batches(seg):
+                if h.last_offset < start:
+                    continue
+                try:
+                    _hdr, records = decode_batch(raw, verify_crc=True)
+                    decoded = [
+                        (tuple(json.loads(r.key)), None if r.value is None else json.loads(r.value))
+                        for r in records
+                        if r.offset >= start and r.key is not None
+                    ]
+                except (ValueError, TypeError) as exc:  # InvalidBatch is a ValueError, as are JSON errors
+                    self.damage.append(
+                        Damage(seg.base_offset, h.position, h.size, h.base_offset, h.last_offset, str(exc))
+                    )
+                    continue
+                yield from decoded
+
+    def _batches(self, seg: Segment) -> Iterator[tuple[BatchHeader, memoryview]]:
+        """(header, whole batch bytes) of each batch of the segment, read in large chunks; stops at the first
+        batch whose framing is broken (nothing after it can be located), recording the rest as damage."""
+        pos = 0
+        buf, buf_at = memoryview(b""), 0  # the chunk read last, and its file position
+        while pos < seg.size:
+            at = pos - buf_at
+            if at + HEADER_SIZE > len(buf):
+                buf, buf_at, at = memoryview(os.pread(seg.fd, min(READ_CHUNK, seg.size - pos), pos)), pos, 0
+                if len(buf) < HEADER_SIZE:
+                    self._framing_lost(seg, pos, None, "a batch header cut short")
+                    return
+            h = parse_header(buf, at)
+            if h.magic != 2 or h.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + h.size > seg.size:
+                self._framing_lost(seg, pos, h, "an unreadable batch header")
+                return
+            if at + h.size > len(buf):
+                buf, buf_at, at = (
+                    memoryview(os.pread(seg.fd, max(h.size, min(READ_CHUNK, seg.size - pos)), pos)),
+                    pos,
+                    0,
+                )
+            h.position = pos
+            yield h, buf[at : at + h.size]
+            pos += h.size
+
+    def _framing_lost(self, seg: Segment, pos: int, h: BatchHeader | None, reason: str) -> None:
+        first = h.base_offset if h is not None and h.magic == 2 and h.base_offset >= 0 else None
+        last = seg.next_offset - 1 if first is not None and seg.next_offset > first else None
+        self.damage.append(Damage(seg.base_offset, pos, seg.size - pos, first, last, reason))
+
+    def _report(self) -> None:
+        for d in self.damage[:MAX_DAMAGE_LINES]:
+            log.warning("%s: skipped damaged records, %s", self.dir, d.describe())
+        if len(self.damage) > MAX_DAMAGE_LINES:
+            log.warning("%s: ... and %d more damaged batches", self.dir, len(self.damage) - MAX_DAMAGE_LINES)
+        log.warning(
+            "%s: %d damaged batches (%d bytes) dropped; rewriting the log from the %d intact records",
+            self.dir,
+            len(self.damage),
+            sum(d.bytes for d in self.damage),
+            self.records_in_log,
+        )
+
+    # ------------------------------------------------------------------ rewrite, append, close
+
+    def _rewrite(self, live: dict[Key, Any]) -> None:
+        """Replace the log with one holding only the live records: written aside, fsynced, swapped by rename."""
+        tmp = self._side(".compact")
+        shutil.rmtree(tmp, ignore_errors=True)
+        fresh: PartitionLog | None = None
+        try:
+            fresh = PartitionLog(tmp, self.config, True)
+            items = list(live.items())
+            for i in range(0, len(items), 500):
+                self._append_to(fresh, items[i : i + 500])
+            fresh.close()
+        except OSError as exc:  # no space for the copy: keep the old log, which replays the same state
+            for s in fresh.segments if fresh is not None else []:
+                s.close()
+            shutil.rmtree(tmp, ignore_errors=True)
+            log.warning("%s: could not rewrite the log (%s); it is kept as it is and replayed again", self.dir, exc)
+            return
+        for s in self.log.segments:
+            s.close()
+        old = self._side(".old")
+        os.replace(self.dir, old)
+        os.replace(tmp, self.dir)
+        _fsync_dir(self.dir.parent)
+        shutil.rmtree(old, ignore_errors=True)
+        log.info("rewrote %s: %d records -> %d live keys", self.dir, self.records_in_log, len(live))
+        self.log = PartitionLog(self.dir, self.config, True, verify_crc=False)
+        self.records_in_log = len(live)
+
+    @staticmethod
+    def _append_to(plog: PartitionLog, items: list[Record]) -> None:
+        recs = [
+            NewRecord(json.dumps(list(k)).encode(), None if v is None else json.dumps(v).encode()) for k, v in items
+        ]
+        buf = bytearray(build_batch(recs))
+        plog.append(buf, validate_produce(buf, 1 << 30))
+
+    def append(self, items: list[Record]) -> PartitionLog:
+        """Write records (value None deletes the key); the caller awaits the fsync policy."""
+        if items:
+            self._append_to(self.log, items)
+            self.records_in_log += len(items)
+        return self.log
+
+    def close(self) -> None:
+        self.log.close()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
