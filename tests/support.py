@@ -15,6 +15,7 @@ import pytest
 
 if TYPE_CHECKING:
     from logbroker.testing.peers import JavaClientTool
+    from logbroker.testing.process import BrokerProcess
 
 # Which broker the target-switchable suites run against: logbroker (default) or Apache Kafka.
 TEST_TARGET = os.environ.get("LOGBROKER_TEST_TARGET", "logbroker").strip().lower() or "logbroker"
@@ -160,3 +161,17 @@ def read_topic(bootstrap: str, topic: str, partitions: int | None = None, timeou
         return sorted(out, key=lambda m: (m.partition(), m.offset()))
     finally:
         consumer.close()
+
+
+def log_size(broker: BrokerProcess) -> int:
+    """Where a broker's log ends now: what a test's own lines start after."""
+    try:
+        return broker.log_path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def log_since(broker: BrokerProcess, mark: int) -> str:
+    with open(broker.log_path, "rb") as f:
+        f.seek(mark)
+        return f.read().decode(errors="replace")

@@ -30,6 +30,7 @@ from logbroker.protocol.errors import ErrorCode
 from logbroker.protocol.messages import encode_request
 from logbroker.protocol.records import CRC, NewRecord, build_batch, decode_records
 from logbroker.testing.process import LOOPBACK, BrokerProcess
+from support import log_since, log_size
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -98,19 +99,6 @@ def _start(proc: BrokerProcess, *args: str, env: dict[str, str] | None = None) -
     proc.env = env
     proc.start()
     return Witness(proc)
-
-
-def log_size(broker: BrokerProcess) -> int:
-    try:
-        return broker.log_path.stat().st_size
-    except FileNotFoundError:
-        return 0
-
-
-def log_since(broker: BrokerProcess, mark: int) -> str:
-    with open(broker.log_path, "rb") as f:
-        f.seek(mark)
-        return f.read().decode(errors="replace")
 
 
 def wait_for_log(broker: BrokerProcess, needle: str, since: int, timeout: float = 5.0) -> str:

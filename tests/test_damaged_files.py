@@ -36,7 +36,7 @@ from logbroker.storage import LogConfig, LogManager, TopicMeta
 from logbroker.storage.internal import InternalLog
 from logbroker.storage.manager import TopicError
 from logbroker.testing.process import BrokerProcess
-from support import both_targets, kafka_peer, missing_tool, read_topic, unique
+from support import both_targets, kafka_peer, log_since, log_size, missing_tool, read_topic, unique
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -73,19 +73,6 @@ def flip(path: Path, pos: int) -> None:
 
 # ---------------------------------------------------------------------------------------------------------------
 # The broker's log
-
-
-def log_size(broker: BrokerProcess) -> int:
-    try:
-        return broker.log_path.stat().st_size
-    except FileNotFoundError:
-        return 0
-
-
-def log_since(broker: BrokerProcess, mark: int) -> str:
-    with open(broker.log_path, "rb") as f:
-        f.seek(mark)
-        return f.read().decode(errors="replace")
 
 
 def log_line(broker: BrokerProcess, mark: int, *needles: str) -> str:

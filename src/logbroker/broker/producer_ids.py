@@ -17,6 +17,8 @@ from pathlib import Path
 
 from crc32c import crc32c
 
+from logbroker.storage.files import fsync_dir
+
 BLOCK = 1000
 MAGIC = b"LBPI"
 _SLOT = struct.Struct(">4sqI")  # magic, limit, CRC32C of magic + limit
@@ -82,7 +84,7 @@ class ProducerIdAllocator:
             finally:
                 os.close(fd)
             os.replace(tmp, self.path)
-            _fsync_dir(self.path.parent)
+            fsync_dir(self.path.parent)
             self._slots = [new_limit, new_limit]
         else:
             older = 0 if (self._slots[0] or 0) <= (self._slots[1] or 0) else 1
@@ -108,11 +110,3 @@ def _write_all(fd: int, data: bytes, offset: int) -> None:
     while view:
         n = os.pwrite(fd, view, offset)
         view, offset = view[n:], offset + n
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -106,3 +106,12 @@ class FileHandle:
             self._close(sync=False)
         except OSError:
             pass
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a directory's entries (a rename, a new file) durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -31,6 +31,7 @@ from logbroker.protocol.records import (
     validate_produce,
 )
 
+from .files import fsync_dir
 from .log import LogConfig, PartitionLog
 from .segment import Segment
 
@@ -198,7 +199,7 @@ class InternalLog:
         old = self._side(".old")
         os.replace(self.dir, old)
         os.replace(tmp, self.dir)
-        _fsync_dir(self.dir.parent)
+        fsync_dir(self.dir.parent)
         shutil.rmtree(old, ignore_errors=True)
         log.info("rewrote %s: %d records -> %d live keys", self.dir, self.records_in_log, len(live))
         self.log = PartitionLog(self.dir, self.config, True, verify_crc=False)
@@ -221,11 +222,3 @@ class InternalLog:
 
     def close(self) -> None:
         self.log.close()
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

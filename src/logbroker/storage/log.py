@@ -13,7 +13,7 @@ from pathlib import Path
 from logbroker.protocol.buffers import BufferPool
 from logbroker.protocol.records import BatchHeader, assign_offsets, decode_batch, stamp_log_append_time
 
-from .files import FileCache
+from .files import FileCache, fsync_dir
 from .producers import BatchMeta, ProducerStateTable
 from .segment import Segment, Truncation
 
@@ -63,11 +63,7 @@ def _write_atomic(path: Path, data: bytes) -> None:
         raise
     os.close(fd)
     os.replace(tmp, path)
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    fsync_dir(path.parent)
 
 
 class PartitionLog:
