@@ -25,6 +25,16 @@ from pathlib import Path
 TICK = os.sysconf("SC_CLK_TCK")
 
 
+def kcat_produce(bootstrap: str, payload: Path) -> None:
+    """kcat sends the payload's lines to partition 0 of `bench` in big acks=all batches (the native load)."""
+    subprocess.run(
+        ["kcat", "-P", "-b", bootstrap, "-t", "bench", "-p", "0", "-l", str(payload),
+         "-X", "acks=all", "-X", "linger.ms=20", "-X", "batch.size=1000000", "-X", "message.max.bytes=2000000",
+         "-X", "queue.buffering.max.kbytes=2000000"],
+        check=True, timeout=600,
+    )  # fmt: skip
+
+
 def _cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
@@ -74,12 +84,7 @@ def measure(src: str, payload: Path, records: int, fsync: str) -> dict[str, floa
         )  # auto-creates the topic
         nbytes = payload.stat().st_size - records  # payload without delimiters
         c0, t0 = _cpu_seconds(proc.pid), time.monotonic()
-        subprocess.run(
-            ["kcat", "-P", "-b", bootstrap, "-t", "bench", "-p", "0", "-l", str(payload),
-             "-X", "acks=all", "-X", "linger.ms=20", "-X", "batch.size=1000000", "-X", "message.max.bytes=2000000",
-             "-X", "queue.buffering.max.kbytes=2000000"],
-            check=True, timeout=600,
-        )  # fmt: skip
+        kcat_produce(bootstrap, payload)
         c1, t1 = _cpu_seconds(proc.pid), time.monotonic()
         out = subprocess.run(
             ["kcat", "-C", "-b", bootstrap, "-t", "bench", "-p", "0", "-o", "beginning", "-e", "-q", "-f", "%o\n",

@@ -156,12 +156,7 @@ def kcat_side_by_side(mb: int, rounds: int, fsync: str) -> None:
             time.sleep(2)  # the auto-created partition gets its leader
             nbytes = payload.stat().st_size - records
             c0, t0 = broker_cpu._cpu_seconds(pid), time.monotonic()
-            subprocess.run(
-                ["kcat", "-P", "-b", bootstrap, "-t", "bench", "-p", "0", "-l", str(payload),
-                 "-X", "acks=all", "-X", "linger.ms=20", "-X", "batch.size=1000000", "-X", "message.max.bytes=2000000",
-                 "-X", "queue.buffering.max.kbytes=2000000"],
-                check=True, timeout=600,
-            )  # fmt: skip
+            broker_cpu.kcat_produce(bootstrap, payload)
             c1, t1 = broker_cpu._cpu_seconds(pid), time.monotonic()
             gb = nbytes / 1e9
             return {"produce_cpu_s_per_gb": (c1 - c0) / gb, "produce_mb_s": nbytes / 1e6 / (t1 - t0)}

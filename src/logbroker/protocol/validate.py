@@ -362,8 +362,8 @@ def _record_deltas(batch: memoryview, h: BatchHeader, codec: int) -> list[tuple[
 # Varints as Java's ByteUtils reads them
 
 
-def _varint32(buf: memoryview, pos: int) -> tuple[int, int]:
-    """readVarint: at most 5 bytes (a 5th with its high bit set raises _Overlong), int32 wrap-around."""
+def _zigzag(buf: memoryview, pos: int, max_shift: int, mask: int) -> tuple[int, int]:
+    """A zigzag varint of at most max_shift / 7 + 1 bytes (a longer one raises _Overlong), wrapped by `mask`."""
     v = 0
     shift = 0
     while True:
@@ -373,27 +373,20 @@ def _varint32(buf: memoryview, pos: int) -> tuple[int, int]:
             break
         v |= (b & 0x7F) << shift
         shift += 7
-        if shift > 28:
+        if shift > max_shift:
             raise _Overlong
-    v = (v | (b << shift)) & 0xFFFFFFFF
+    v = (v | (b << shift)) & mask
     return (v >> 1) ^ -(v & 1), pos
+
+
+def _varint32(buf: memoryview, pos: int) -> tuple[int, int]:
+    """readVarint: at most 5 bytes, int32 wrap-around."""
+    return _zigzag(buf, pos, 28, 0xFFFFFFFF)
 
 
 def _varlong(buf: memoryview, pos: int) -> tuple[int, int]:
     """readVarlong: at most 10 bytes, int64 wrap-around."""
-    v = 0
-    shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        if b < 0x80:
-            break
-        v |= (b & 0x7F) << shift
-        shift += 7
-        if shift > 63:
-            raise _Overlong
-    v = (v | (b << shift)) & _U64
-    return (v >> 1) ^ -(v & 1), pos
+    return _zigzag(buf, pos, 63, _U64)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -417,6 +410,20 @@ def _walk_plain(batch: memoryview, start: int, count: int) -> tuple[int, int]:
         if found is not None:
             return found
     return _walk_plain_py(batch, start, count)
+
+
+def _skip_field(buf: memoryview, pos: int) -> int:
+    """Past a key or value: its zigzag length (one- and two-byte ones inline), then its bytes unless null.
+    An overrun shows later, as a read past the end or a record that does not end where its length said."""
+    b = buf[pos]
+    if b < 0x80:
+        return pos + 1 + (0 if b & 1 else b >> 1)
+    c = buf[pos + 1]
+    if c < 0x80:
+        n = (b & 0x7F) | (c << 7)
+        return pos + 2 + (0 if n & 1 else n >> 1)
+    n, pos = _varint32(buf, pos)
+    return pos + n if n > 0 else pos
 
 
 def _walk_plain_py(batch: memoryview, start: int, count: int) -> tuple[int, int]:
@@ -479,34 +486,7 @@ def _walk_plain_py(batch: memoryview, start: int, count: int) -> tuple[int, int]
             else:
                 _n, pos = _varint32(buf, pos)
             # Key, then value: skipped unless null (an odd zigzag is negative).
-            b = buf[pos]
-            if b < 0x80:
-                pos += 1
-                if not b & 1:
-                    pos += b >> 1
-            elif buf[pos + 1] < 0x80:
-                n = (b & 0x7F) | (buf[pos + 1] << 7)
-                pos += 2
-                if not n & 1:
-                    pos += n >> 1
-            else:
-                n, pos = _varint32(buf, pos)
-                if n > 0:
-                    pos += n
-            b = buf[pos]
-            if b < 0x80:
-                pos += 1
-                if not b & 1:
-                    pos += b >> 1
-            elif buf[pos + 1] < 0x80:
-                n = (b & 0x7F) | (buf[pos + 1] << 7)
-                pos += 2
-                if not n & 1:
-                    pos += n >> 1
-            else:
-                n, pos = _varint32(buf, pos)
-                if n > 0:
-                    pos += n
+            pos = _skip_field(buf, _skip_field(buf, pos))
             # Headers.
             if buf[pos] == 0:
                 pos += 1
@@ -594,36 +574,10 @@ def _walk_compressed(data: memoryview, count: int) -> tuple[int, int, bool]:
             if n != i << 1:
                 in_order = False
             # Key, then value.
-            b = buf[pos]
-            if b < 0x80:
-                pos += 1
-                if not b & 1:
-                    pos += b >> 1
-            elif buf[pos + 1] < 0x80:
-                n = (b & 0x7F) | (buf[pos + 1] << 7)
-                pos += 2
-                if not n & 1:
-                    pos += n >> 1
-            else:
-                n, pos = _varint32(buf, pos)
-                if n > 0:
-                    pos += n
+            pos = _skip_field(buf, pos)
             if pos > end:
                 raise _invalid(f"Reached end of input stream before skipping all bytes of record {i}")
-            b = buf[pos]
-            if b < 0x80:
-                pos += 1
-                if not b & 1:
-                    pos += b >> 1
-            elif buf[pos + 1] < 0x80:
-                n = (b & 0x7F) | (buf[pos + 1] << 7)
-                pos += 2
-                if not n & 1:
-                    pos += n >> 1
-            else:
-                n, pos = _varint32(buf, pos)
-                if n > 0:
-                    pos += n
+            pos = _skip_field(buf, pos)
             if pos > end:
                 raise _invalid(f"Reached end of input stream before skipping all bytes of record {i}")
             # Headers.
