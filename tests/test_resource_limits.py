@@ -514,3 +514,32 @@ def test_ten_thousand_partitions_fit_in_the_descriptor_budget(target: Target) ->
         resp = c.do(DeleteTopicsRequest(topics=[DeleteTopicsRequest.DeleteTopicState(name=topic, topic_id=None)],
                                         topic_names=[topic], timeout_ms=60_000))  # fmt: skip
         assert [r.error_code for r in resp.responses] == [0]
+
+
+@pytest.fixture(params=both_targets())
+def capped(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Target]:
+    """A broker whose fetch.max.bytes is 128 KiB."""
+    if request.param == "kafka":
+        with kafka_peer(**{"fetch.max.bytes": 128 * 1024}) as bootstrap:
+            yield Target("kafka", bootstrap, None)
+        return
+    proc = BrokerProcess(tmp_path / "data", env={"LOGBROKER_FETCH_MAX_BYTES": str(128 * 1024)})
+    proc.start()
+    yield Target("logbroker", proc.bootstrap, proc)
+    proc.kill()
+
+
+def test_fetch_answers_are_capped_by_the_broker_not_the_client(capped: Target) -> None:
+    """A client asking for 16 MiB gets at most the broker's fetch.max.bytes, except that a first batch
+    larger than that still comes whole (KIP-74), so a consumer always makes progress."""
+    topic = unique("capped")
+    with capped.connect() as c:
+        create(c, topic)
+        for _ in range(8):
+            produce(c, topic, [bytes(1024)] * 64)  # 64 KiB batches, 512 KiB in all
+        big = produce(c, topic, [bytes(1024)] * 200)  # one 200 KiB batch
+        [t] = c.do(fetch_request(topic, 0, 0, 0, 16 * MiB)).responses
+        got = len(bytes(t.partitions[0].records))
+        assert 64 * 1024 <= got <= 128 * 1024, got
+        [t] = c.do(fetch_request(topic, 0, big, 0, 16 * MiB)).responses
+        assert len(bytes(t.partitions[0].records)) >= 200 * 1024

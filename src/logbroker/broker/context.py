@@ -65,6 +65,9 @@ class BrokerContext:
         self._producer_expiry: asyncio.Task[None] | None = None
         self._table: Mapping[str, tuple[str, int]] = MappingProxyType({})
         self._table_at = -1
+        # Produces validate and append under this FIFO lock: a handler yields between large batches, and
+        # pipelined produces must still append in arrival order (taken without waiting when free).
+        self.append_order = asyncio.Lock()
         self.read_buffers = BufferPool()  # fetch reads land here, reused across requests
         self.frame_buffers = BufferPool()  # large response frames (the server's connections use it)
 

@@ -41,7 +41,7 @@ class Request:
     spec: ApiSpec | None
     body: Any
     # Set when the request is well framed but cannot be served in its version: the handler answers with
-    # this error (ApiVersions' KIP-511 fallback, Produce/Fetch versions advertised only for old probes).
+    # this error (ApiVersions' KIP-511 fallback; other unserved versions close the connection).
     version_error: ErrorCode | None = None
     size: int = 0
     client_host: str = ""

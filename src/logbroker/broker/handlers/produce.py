@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import weakref
 from typing import Any
 
 from logbroker.protocol import ApiKey, Request, api
@@ -38,15 +37,6 @@ TR = R.TopicProduceResponse
 PR = TR.PartitionProduceResponse
 RecordError = PR.BatchIndexAndErrorMessage
 YIELD_AFTER_BYTES = 256 << 10
-_sequencers: weakref.WeakKeyDictionary[BrokerContext, asyncio.Lock] = weakref.WeakKeyDictionary()
-
-
-def _sequencer(ctx: BrokerContext) -> asyncio.Lock:
-    """One FIFO lock per broker around validate-and-append (taken without waiting when free)."""
-    lock = _sequencers.get(ctx)
-    if lock is None:
-        lock = _sequencers[ctx] = asyncio.Lock()
-    return lock
 
 
 def _name(error: int) -> str:
@@ -167,7 +157,7 @@ async def handle(ctx: BrokerContext, req: Request) -> Any:
     # produces (and so each connection's pipelined produces) appending in the order they arrived.
     written = False
     now_ms = int(time.time() * 1000)
-    async with _sequencer(ctx):
+    async with ctx.append_order:
         for parts, slot, topic, index, plog, records, size in accepted:
             result = _append(ctx, plog, topic, index, records, size, now_ms)
             parts[slot] = result
