@@ -35,6 +35,10 @@ class LogConfig:
     # KIP-937 bounds on a CreateTime record's timestamp against the broker's clock (Kafka 4 defaults).
     message_timestamp_before_max_ms: int = (1 << 63) - 1
     message_timestamp_after_max_ms: int = 3_600_000
+    # cleanup.policy: `delete` removes whole segments by time and size; `compact` keeps the last record per
+    # key. A compact-only log is never time- or size-deleted, as in Kafka.
+    cleanup_delete: bool = True
+    cleanup_compact: bool = False
 
 
 class OffsetOutOfRange(Exception):
@@ -351,10 +355,13 @@ class PartitionLog:
         """Delete whole segments past retention.ms or beyond retention.bytes.
 
         As in Kafka, an active segment whose every record is past retention.ms is rolled first, so old
-        data goes even on a partition that receives nothing new.
+        data goes even on a partition that receives nothing new. Without `delete` in cleanup.policy nothing
+        is deleted by time or size (Kafka's UnifiedLog.deleteOldSegments).
         """
         now = now_ms if now_ms is not None else _now_ms()
         cfg = self.config
+        if not cfg.cleanup_delete:
+            return 0
         deleted = 0
         active = self.active
         if cfg.retention_ms >= 0 and active.size and 0 <= active.max_timestamp < now - cfg.retention_ms:

@@ -96,6 +96,12 @@ def parse_topic_configs(configs: dict[str, str | None], defaults: LogConfig) -> 
                     E.INVALID_CONFIG, f"message.timestamp.type must be CreateTime or LogAppendTime, not {val!r}"
                 )
             values["log_append_time"] = val == "LogAppendTime"
+        elif key == "cleanup.policy":
+            policies = {p.strip() for p in (val or "").split(",")}
+            if not policies <= {"compact", "delete"} or not policies:
+                raise TopicError(E.INVALID_CONFIG, f"cleanup.policy must be compact, delete or both, not {val!r}")
+            values["cleanup_delete"] = "delete" in policies
+            values["cleanup_compact"] = "compact" in policies
         elif key not in PASSIVE_TOPIC_CONFIGS:
             raise TopicError(E.INVALID_CONFIG, f"unknown topic config {key!r}")
     if key_bad := next((k for k in ("segment_bytes", "index_interval_bytes") if values[k] < 14), None):

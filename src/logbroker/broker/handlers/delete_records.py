@@ -23,6 +23,8 @@ PR = TR.DeleteRecordsPartitionResult
 @handles(ApiKey.DeleteRecords, 0, 2)
 def handle(ctx: BrokerContext, req: Request) -> R:
     def answer(plog: PartitionLog, p: Any) -> Any:
+        if not plog.config.cleanup_delete:  # Kafka: a compact-only log's records are deleted by the cleaner only
+            return error(p, E.POLICY_VIOLATION)
         try:
             low = plog.delete_records_before(plog.next_offset if p.offset == -1 else p.offset)
         except OffsetOutOfRange:

@@ -1,0 +1,77 @@
+"""Compacted topics (cleanup.policy=compact, or compact,delete), asserted on logbroker and Apache Kafka 4.4."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import confluent_kafka as ck
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from logbroker.testing.process import BrokerProcess
+from support import both_targets, create_topic, kafka_peer, read_topic, unique
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module", params=both_targets())
+def quick(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A broker that checks retention every 200 ms."""
+    if request.param == "logbroker":
+        proc = BrokerProcess(tmp_path_factory.mktemp("quick") / "data",
+                             env={"LOGBROKER_RETENTION_CHECK_INTERVAL_MS": "200"})  # fmt: skip
+        with proc:
+            yield proc.bootstrap
+        return
+    with kafka_peer(**{"log.retention.check.interval.ms": 200}) as bootstrap:
+        yield bootstrap
+
+
+def produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes | None]], ts: int | None = None) -> None:
+    p = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for key, value in records:
+        p.produce(topic, key=key, value=value, timestamp=ts or 0)
+    assert p.flush(30) == 0
+
+
+def low_watermark(bootstrap: str, topic: str) -> int:
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": unique("wm")})
+    try:
+        return c.get_watermark_offsets(ck.TopicPartition(topic, 0), timeout=10)[0]
+    finally:
+        c.close()
+
+
+def test_a_compact_topic_is_never_deleted_by_time(quick: str) -> None:
+    """The issue's loss: a compact topic with retention.ms=60000 lost both keys within seconds. Records two
+    minutes old are past retention at once; the same records in a delete topic show retention is running."""
+    old = int(time.time() * 1000) - 120_000
+    cfg = {"retention.ms": "60000", "segment.ms": "100"}
+    compact = create_topic(quick, unique("compact"), config={**cfg, "cleanup.policy": "compact"})
+    control = create_topic(quick, unique("delete"), config={**cfg, "cleanup.policy": "delete"})
+    for t in (compact, control):
+        produce(quick, t, [(b"k1", b"v1"), (b"k2", b"v2")], ts=old)
+        time.sleep(0.3)
+        produce(quick, t, [(b"k3", b"v3")], ts=old)  # rolls the segment that holds k1 and k2
+    deadline = time.monotonic() + 60
+    while low_watermark(quick, control) == 0:
+        assert time.monotonic() < deadline, "retention never ran on the delete topic"
+        time.sleep(0.2)
+    time.sleep(1)  # a few more retention checks
+    assert low_watermark(quick, compact) == 0
+    assert [(m.key(), m.value()) for m in read_topic(quick, compact)] == [(b"k1", b"v1"), (b"k2", b"v2"),
+                                                                          (b"k3", b"v3")]  # fmt: skip
+
+
+def test_delete_records_on_a_compact_topic_is_a_policy_violation(quick: str) -> None:
+    topic = create_topic(quick, unique("compact"), config={"cleanup.policy": "compact"})
+    produce(quick, topic, [(b"k", b"v")] * 3)
+    admin = AdminClient({"bootstrap.servers": quick})
+    fut = admin.delete_records([ck.TopicPartition(topic, 0, 2)])
+    with pytest.raises(ck.KafkaException) as exc:
+        list(fut.values())[0].result(10)
+    err: Any = exc.value.args[0]
+    assert err.code() == ck.KafkaError.POLICY_VIOLATION
+    assert low_watermark(quick, topic) == 0
