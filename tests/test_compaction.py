@@ -29,7 +29,10 @@ def quick(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         yield bootstrap
 
 
-def produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes | None]], ts: int | None = None) -> None:
+Rec = tuple[bytes | None, bytes | None]
+
+
+def produce(bootstrap: str, topic: str, records: list[Rec], ts: int | None = None) -> None:
     p = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
     for key, value in records:
         p.produce(topic, key=key, value=value, timestamp=ts or 0)
@@ -71,7 +74,7 @@ def test_delete_records_on_a_compact_topic_is_a_policy_violation(quick: str) -> 
     admin = AdminClient({"bootstrap.servers": quick})
     fut = admin.delete_records([ck.TopicPartition(topic, 0, 2)])
     with pytest.raises(ck.KafkaException) as exc:
-        list(fut.values())[0].result(10)
+        next(iter(fut.values())).result(10)
     err: Any = exc.value.args[0]
     assert err.code() == ck.KafkaError.POLICY_VIOLATION
     assert low_watermark(quick, topic) == 0
