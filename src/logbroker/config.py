@@ -60,6 +60,25 @@ class BrokerSettings(BaseSettings):
     retention_ms: int = Field(7 * 24 * 3600 * 1000, ge=-1)
     retention_bytes: int = Field(-1, ge=-1)
     retention_check_interval_ms: int = Field(300_000, ge=10)
+    # The log cleaner (Kafka's log.cleaner.* and the broker defaults of the compaction topic configs).
+    log_cleanup_policy: str = Field(
+        "delete", description="cleanup.policy of topics that set none: delete, compact or both"
+    )
+    log_cleaner_enable: bool = Field(True, description="run the cleaner that compacts cleanup.policy=compact topics")
+    log_cleaner_threads: int = Field(1, ge=1, description="partitions cleaned at once")
+    log_cleaner_backoff_ms: int = Field(15_000, ge=0, description="sleep when no partition needs cleaning")
+    log_cleaner_dedupe_buffer_size: int = Field(
+        128 << 20,
+        ge=1 << 20,
+        description="memory for the key map of one cleaning (bounds the dirty range cleaned at once)",
+    )
+    log_cleaner_io_max_bytes_per_second: float = Field(
+        1.7976931348623157e308, gt=0, description="read+write throttle of the cleaner (bytes/s)"
+    )
+    log_cleaner_min_cleanable_ratio: float = Field(0.5, ge=0, le=1, description="default min.cleanable.dirty.ratio")
+    log_cleaner_delete_retention_ms: int = Field(86_400_000, ge=0, description="default delete.retention.ms")
+    log_cleaner_min_compaction_lag_ms: int = Field(0, ge=0, description="default min.compaction.lag.ms")
+    log_cleaner_max_compaction_lag_ms: int = Field(2**63 - 1, ge=1, description="default max.compaction.lag.ms")
     connections_max_idle_ms: int = Field(600_000, ge=100)
     request_timeout_ms: int = Field(30_000, ge=100, description="a request must arrive whole within this")
     # Connections and back-pressure (Kafka: SocketServer, ConnectionQuotas).
@@ -131,6 +150,14 @@ class BrokerSettings(BaseSettings):
             if host in ("0.0.0.0", "::"):
                 raise ValueError("advertised_listener must be an address clients can reach")
         return v
+
+    @field_validator("log_cleanup_policy")
+    @classmethod
+    def _policy(cls, v: str) -> str:
+        policies = {p.strip() for p in v.split(",")}
+        if not policies or not policies <= {"compact", "delete"}:
+            raise ValueError("log_cleanup_policy must be compact, delete or compact,delete")
+        return ",".join(sorted(policies))
 
     @field_validator("log_level")
     @classmethod

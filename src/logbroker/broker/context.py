@@ -84,6 +84,12 @@ class BrokerContext:
             max_message_bytes=s.message_max_bytes,
             message_timestamp_before_max_ms=s.message_timestamp_before_max_ms,
             message_timestamp_after_max_ms=s.message_timestamp_after_max_ms,
+            cleanup_delete="delete" in s.log_cleanup_policy,
+            cleanup_compact="compact" in s.log_cleanup_policy,
+            delete_retention_ms=s.log_cleaner_delete_retention_ms,
+            min_compaction_lag_ms=s.log_cleaner_min_compaction_lag_ms,
+            max_compaction_lag_ms=s.log_cleaner_max_compaction_lag_ms,
+            min_cleanable_dirty_ratio=s.log_cleaner_min_cleanable_ratio,
         )
 
     @property

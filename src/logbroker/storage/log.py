@@ -39,6 +39,11 @@ class LogConfig:
     # key. A compact-only log is never time- or size-deleted, as in Kafka.
     cleanup_delete: bool = True
     cleanup_compact: bool = False
+    # Compaction (Kafka's topic configs of the same names).
+    delete_retention_ms: int = 86_400_000  # tombstones stay readable this long after their segment is cleaned
+    min_compaction_lag_ms: int = 0  # a record younger than this is never compacted away
+    max_compaction_lag_ms: int = (1 << 63) - 1  # a dirty record older than this is cleaned whatever the ratio
+    min_cleanable_dirty_ratio: float = 0.5  # clean once dirty bytes / (clean + dirty) bytes reach this
 
 
 class OffsetOutOfRange(Exception):
