@@ -24,6 +24,7 @@ from logbroker.protocol.buffers import BufferPool
 from logbroker.storage import LogConfig, LogManager, PartitionLog
 from logbroker.storage.manager import TopicError, TopicMeta, validate_topic_name
 
+from .configs import BrokerConfigs
 from .flusher import Flusher
 from .groups.coordinator import Coordinator, CoordinatorConfig
 from .groups.store import GroupStore
@@ -58,6 +59,7 @@ class BrokerContext:
         self.flusher = Flusher(settings.fsync, settings.fsync_interval_ms)
         self.cluster_id = ""
         self._logs: LogManager | None = None
+        self._configs: BrokerConfigs | None = None
         self._groups: Coordinator | None = None
         self._producer_ids: ProducerIdAllocator | None = None
         self._append_waiters: dict[PartitionKey, set[asyncio.Future[None]]] = {}
@@ -75,22 +77,23 @@ class BrokerContext:
 
     @property
     def log_defaults(self) -> LogConfig:
-        s = self.settings
-        return LogConfig(
-            segment_bytes=s.segment_bytes,
-            segment_ms=s.segment_ms,
-            retention_ms=s.retention_ms,
-            retention_bytes=s.retention_bytes,
-            max_message_bytes=s.message_max_bytes,
-            message_timestamp_before_max_ms=s.message_timestamp_before_max_ms,
-            message_timestamp_after_max_ms=s.message_timestamp_after_max_ms,
-            cleanup_delete="delete" in s.log_cleanup_policy,
-            cleanup_compact="compact" in s.log_cleanup_policy,
-            delete_retention_ms=s.log_cleaner_delete_retention_ms,
-            min_compaction_lag_ms=s.log_cleaner_min_compaction_lag_ms,
-            max_compaction_lag_ms=s.log_cleaner_max_compaction_lag_ms,
-            min_cleanable_dirty_ratio=s.log_cleaner_min_cleanable_ratio,
-        )
+        """What a topic without overrides gets: the broker's configs, dynamic layers included."""
+        return self.configs.log_defaults()
+
+    @property
+    def configs(self) -> BrokerConfigs:
+        if self._configs is None:
+            raise RuntimeError("the broker context is not open")
+        return self._configs
+
+    def alter_broker_configs(self, scope: str, values: Mapping[str, str], validate_only: bool) -> None:
+        """Replace one dynamic layer (durably) and apply it: topics without overrides follow at once."""
+        self.configs.alter(scope, values, validate_only)
+        if not validate_only:
+            self._storage.set_defaults(self.configs.log_defaults())
+
+    def alter_topic_configs(self, name: str, overrides: Mapping[str, str], validate_only: bool) -> None:
+        self._storage.alter_topic_configs(name, overrides, validate_only)
 
     @property
     def clean_start(self) -> bool:
@@ -100,6 +103,7 @@ class BrokerContext:
         """Open the data directory (recovering it if needed) and start the background services."""
         s = self.settings
         data = Path(s.data_dir)
+        self._configs = BrokerConfigs(s, data)
         self._logs = LogManager(data, self.log_defaults, self.max_open_files())
         self.cluster_id = _cluster_id(data)
         self._producer_ids = ProducerIdAllocator(data / "__producer_ids")

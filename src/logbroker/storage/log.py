@@ -32,6 +32,7 @@ class LogConfig:
     index_interval_bytes: int = 4096
     max_message_bytes: int = 1048588
     log_append_time: bool = False  # message.timestamp.type=LogAppendTime
+    compression_type: str = "producer"  # compression.type: only producer (batches kept as they arrive)
     # KIP-937 bounds on a CreateTime record's timestamp against the broker's clock (Kafka 4 defaults).
     message_timestamp_before_max_ms: int = (1 << 63) - 1
     message_timestamp_after_max_ms: int = 3_600_000

@@ -9,11 +9,13 @@ import os
 import re
 import shutil
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from logbroker.protocol.errors import ErrorCode as E
 
+from .configs import TOPIC_CONFIGS, ConfigError, apply, check_topic_configs
 from .files import FileCache
 from .log import LogConfig, PartitionLog, _write_atomic
 
@@ -24,26 +26,6 @@ TOPICS_DIR = "__topics"
 LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 PARTITION_DIR = re.compile(r"^([a-zA-Z0-9._-]+)-([0-9]+)$")
 MAX_TOPIC_NAME = 249
-
-# Topic-level configs we honour, with how they map onto LogConfig fields.
-TOPIC_CONFIG_KEYS = {
-    "segment.bytes": "segment_bytes",
-    "segment.ms": "segment_ms",
-    "retention.ms": "retention_ms",
-    "retention.bytes": "retention_bytes",
-    "index.interval.bytes": "index_interval_bytes",
-    "max.message.bytes": "max_message_bytes",
-    "message.timestamp.before.max.ms": "message_timestamp_before_max_ms",
-    "message.timestamp.after.max.ms": "message_timestamp_after_max_ms",
-}
-# Accepted and reported, but with no effect on a single node.
-PASSIVE_TOPIC_CONFIGS = {
-    "cleanup.policy": "delete",
-    "compression.type": "producer",
-    "min.insync.replicas": "1",
-    "message.timestamp.type": "CreateTime",
-    "unclean.leader.election.enable": "false",
-}
 
 
 class TopicError(Exception):
@@ -81,31 +63,16 @@ class TopicMeta:
         }
 
 
-def parse_topic_configs(configs: dict[str, str | None], defaults: LogConfig) -> LogConfig:
-    """Apply topic-level overrides on top of broker defaults; raises TopicError(INVALID_CONFIG)."""
+def parse_topic_configs(configs: Mapping[str, str | None], defaults: LogConfig) -> LogConfig:
+    """A topic's LogConfig: its overrides (Kafka's topic configs, checked as Kafka checks them) over the
+    broker's defaults; raises TopicError(INVALID_CONFIG) with Kafka's message."""
+    try:
+        parsed = check_topic_configs(configs)
+    except ConfigError as exc:
+        raise TopicError(exc.error, str(exc)) from None
     values = {f: getattr(defaults, f) for f in LogConfig.__dataclass_fields__}
-    for key, val in configs.items():
-        if key in TOPIC_CONFIG_KEYS:
-            try:
-                values[TOPIC_CONFIG_KEYS[key]] = int(val) if val is not None else values[TOPIC_CONFIG_KEYS[key]]
-            except ValueError:
-                raise TopicError(E.INVALID_CONFIG, f"config {key}={val!r} is not an integer") from None
-        elif key == "message.timestamp.type":
-            if val not in ("CreateTime", "LogAppendTime"):
-                raise TopicError(
-                    E.INVALID_CONFIG, f"message.timestamp.type must be CreateTime or LogAppendTime, not {val!r}"
-                )
-            values["log_append_time"] = val == "LogAppendTime"
-        elif key == "cleanup.policy":
-            policies = {p.strip() for p in (val or "").split(",")}
-            if not policies <= {"compact", "delete"} or not policies:
-                raise TopicError(E.INVALID_CONFIG, f"cleanup.policy must be compact, delete or both, not {val!r}")
-            values["cleanup_delete"] = "delete" in policies
-            values["cleanup_compact"] = "compact" in policies
-        elif key not in PASSIVE_TOPIC_CONFIGS:
-            raise TopicError(E.INVALID_CONFIG, f"unknown topic config {key!r}")
-    if key_bad := next((k for k in ("segment_bytes", "index_interval_bytes") if values[k] < 14), None):
-        raise TopicError(E.INVALID_CONFIG, f"{key_bad.replace('_', '.')} is too small")
+    for key, value in parsed.items():
+        apply(values, TOPIC_CONFIGS[key], value)
     return LogConfig(**values)
 
 
@@ -298,6 +265,33 @@ class LogManager:
                 os.replace(d, tomb)
                 shutil.rmtree(tomb, ignore_errors=True)
         return meta
+
+    def alter_topic_configs(self, name: str, overrides: Mapping[str, str], validate_only: bool = False) -> None:
+        """Replace a topic's overrides (checked whole first), durably, and apply them to its live logs at once."""
+        meta = self.topics.get(name)
+        if meta is None:
+            raise TopicError(E.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+        cfg = parse_topic_configs(overrides, self.defaults)
+        if validate_only:
+            return
+        updated = TopicMeta(name, meta.partitions, meta.topic_id, dict(overrides), meta.internal)
+        try:
+            self._save_meta(updated)
+        except OSError as exc:
+            raise _storage_error(f"could not save the configs of topic {name!r}", exc) from None
+        meta.configs = dict(overrides)
+        for i in range(meta.partitions):
+            if (plog := self.logs.get((name, i))) is not None:
+                plog.config = cfg
+
+    def set_defaults(self, defaults: LogConfig) -> None:
+        """New broker-level defaults (a dynamic broker config changed): every topic's config is rebuilt."""
+        self.defaults = defaults
+        for meta in self.topics.values():
+            cfg = parse_topic_configs(meta.configs, defaults)
+            for i in range(meta.partitions):
+                if (plog := self.logs.get((meta.name, i))) is not None:
+                    plog.config = cfg
 
     def topic_by_id(self, topic_id: str) -> TopicMeta | None:
         return self._by_id.get(topic_id)

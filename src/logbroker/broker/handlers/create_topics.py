@@ -84,7 +84,7 @@ def handle(ctx: BrokerContext, req: Request) -> R:
                             name=e.name,
                             value=e.value,
                             read_only=e.read_only,
-                            config_source=e.config_source,
+                            config_source=e.source,
                             is_sensitive=False,
                         )
                         for e in topic_config_entries(ctx, meta_configs, None)

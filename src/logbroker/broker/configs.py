@@ -1,0 +1,358 @@
+"""The broker's configs as Kafka layers them, and the dynamic ones that change while it runs (KIP-226).
+
+A broker config's value comes from the first of: a dynamic per-broker value, a dynamic cluster-wide default
+(resource name ""), the static settings (a file, the environment or flags; only what was set explicitly),
+Kafka's default. The dynamic values are kept in `__configs/broker.json`, replaced atomically and fsync'ed
+before an alteration is acknowledged, and applied at once: the log defaults of every topic without an
+override of its own, the cleaner's settings, connection limits.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from logbroker.config import BrokerSettings, format_validation_error
+from logbroker.protocol.errors import ErrorCode as E
+from logbroker.storage.configs import (
+    BROKER_SYNONYMS,
+    LONG_MAX,
+    TOPIC_CONFIGS,
+    ConfigError,
+    ConfigType,
+    TopicConfig,
+    apply,
+    parse_typed,
+    render,
+)
+from logbroker.storage.log import LogConfig, _write_atomic
+
+log = logging.getLogger("logbroker.broker")
+
+# DescribeConfigs' config_source.
+DYNAMIC_TOPIC, DYNAMIC_BROKER, DYNAMIC_DEFAULT, STATIC, DEFAULT = 1, 2, 3, 4, 5
+
+CONFIG_FILE = "broker.json"
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """A broker config: its Kafka type and default, the settings field behind it, whether it may change live."""
+
+    name: str
+    type: ConfigType
+    default: str | None
+    setting: str | None = None  # BrokerSettings field
+    dynamic: bool = False
+    scale: int = 1  # the setting's unit per one of this config's (log.retention.hours -> ms)
+
+
+def _catalogue() -> dict[str, BrokerConfig]:
+    T = ConfigType
+    # Log defaults: the broker synonyms of the topic configs. Kafka's defaults are per synonym (the hours form
+    # carries the default, the ms form none); the *.hours/*.minutes forms are static only in Kafka.
+    settings_of = {
+        "log.retention.ms": "retention_ms",
+        "log.retention.bytes": "retention_bytes",
+        "log.segment.bytes": "segment_bytes",
+        "log.roll.ms": "segment_ms",
+        "message.max.bytes": "message_max_bytes",
+        "log.message.timestamp.before.max.ms": "message_timestamp_before_max_ms",
+        "log.message.timestamp.after.max.ms": "message_timestamp_after_max_ms",
+        "log.cleanup.policy": "log_cleanup_policy",
+        "log.cleaner.delete.retention.ms": "log_cleaner_delete_retention_ms",
+        "log.cleaner.min.compaction.lag.ms": "log_cleaner_min_compaction_lag_ms",
+        "log.cleaner.max.compaction.lag.ms": "log_cleaner_max_compaction_lag_ms",
+        "log.cleaner.min.cleanable.ratio": "log_cleaner_min_cleanable_ratio",
+    }
+    own_defaults = {
+        "log.retention.ms": None,
+        "log.retention.minutes": None,
+        "log.retention.hours": "168",
+        "log.roll.ms": None,
+        "log.roll.hours": "168",
+        "log.roll.jitter.ms": None,
+        "log.roll.jitter.hours": "0",
+        "log.flush.interval.ms": None,
+    }
+    static_only = {"log.retention.minutes", "log.retention.hours", "log.roll.hours", "log.roll.jitter.hours"}
+    out: dict[str, BrokerConfig] = {}
+    for name, (topic, scale) in BROKER_SYNONYMS.items():
+        default = own_defaults.get(name, topic.default)
+        out[name] = BrokerConfig(name, topic.type, default, settings_of.get(name), name not in static_only, scale)
+    for c in (
+        BrokerConfig("log.cleaner.enable", T.BOOLEAN, "true", "log_cleaner_enable"),
+        BrokerConfig("log.cleaner.threads", T.INT, "1", "log_cleaner_threads", True),
+        BrokerConfig("log.cleaner.backoff.ms", T.LONG, "15000", "log_cleaner_backoff_ms", True),
+        BrokerConfig("log.cleaner.dedupe.buffer.size", T.LONG, "134217728", "log_cleaner_dedupe_buffer_size", True),
+        BrokerConfig("log.cleaner.io.max.bytes.per.second", T.DOUBLE, "1.7976931348623157E308",
+                     "log_cleaner_io_max_bytes_per_second", True),
+        BrokerConfig("log.cleaner.io.buffer.size", T.INT, "524288", None, True),
+        BrokerConfig("log.cleaner.io.buffer.load.factor", T.DOUBLE, "0.9", None, True),
+        BrokerConfig("node.id", T.INT, None, "node_id"),
+        BrokerConfig("broker.id", T.INT, "-1", "node_id"),
+        BrokerConfig("log.dirs", T.STRING, None, "data_dir"),
+        BrokerConfig("log.dir", T.STRING, "/tmp/kafka-logs"),
+        BrokerConfig("listeners", T.STRING, "PLAINTEXT://:9092", "listen"),
+        BrokerConfig("advertised.listeners", T.STRING, None, "advertised_listener"),
+        BrokerConfig("num.partitions", T.INT, "1", "num_partitions"),
+        BrokerConfig("auto.create.topics.enable", T.BOOLEAN, "true", "auto_create_topics"),
+        BrokerConfig("delete.topic.enable", T.BOOLEAN, "true", "delete_topic_enable"),
+        BrokerConfig("socket.request.max.bytes", T.INT, "104857600", "socket_request_max_bytes"),
+        BrokerConfig("log.retention.check.interval.ms", T.LONG, "300000", "retention_check_interval_ms"),
+        BrokerConfig("connections.max.idle.ms", T.LONG, "600000", "connections_max_idle_ms"),
+        BrokerConfig("max.connections", T.INT, str((1 << 31) - 1), "max_connections"),
+        BrokerConfig("max.connections.per.ip", T.INT, str((1 << 31) - 1), "max_connections_per_ip", True),
+        BrokerConfig("max.connections.per.ip.overrides", T.STRING, "", "max_connections_per_ip_overrides"),
+        BrokerConfig("fetch.max.bytes", T.INT, str(55 << 20), "fetch_max_bytes"),
+        BrokerConfig("default.replication.factor", T.INT, "1"),
+        BrokerConfig("offsets.topic.replication.factor", T.SHORT, "3"),
+        BrokerConfig("group.initial.rebalance.delay.ms", T.INT, "3000", "group_initial_rebalance_delay_ms"),
+        BrokerConfig("group.min.session.timeout.ms", T.INT, "6000", "group_min_session_timeout_ms"),
+        BrokerConfig("group.max.session.timeout.ms", T.INT, "1800000", "group_max_session_timeout_ms"),
+        BrokerConfig("group.max.size", T.INT, str((1 << 31) - 1), "group_max_size"),
+        BrokerConfig("group.consumer.max.size", T.INT, str((1 << 31) - 1), "group_consumer_max_size"),
+        BrokerConfig("group.consumer.session.timeout.ms", T.INT, "45000", "group_consumer_session_timeout_ms"),
+        BrokerConfig("group.consumer.heartbeat.interval.ms", T.INT, "5000", "group_consumer_heartbeat_interval_ms"),
+        BrokerConfig("offsets.retention.minutes", T.INT, "10080", "offsets_retention_minutes"),
+        BrokerConfig("offsets.retention.check.interval.ms", T.LONG, "600000", "offsets_retention_check_interval_ms"),
+        BrokerConfig("producer.id.expiration.ms", T.INT, "86400000", "producer_id_expiration_ms"),
+        BrokerConfig("producer.id.expiration.check.interval.ms", T.INT, "600000",
+                     "producer_id_expiration_check_interval_ms"),
+        BrokerConfig("logbroker.fsync", T.STRING, "always", "fsync"),
+        BrokerConfig("logbroker.fsync.interval.ms", T.LONG, "1000", "fsync_interval_ms"),
+    ):  # fmt: skip
+        out[c.name] = c
+    return out
+
+
+BROKER_CONFIGS = _catalogue()
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One DescribeConfigs row."""
+
+    name: str
+    value: str | None
+    source: int
+    read_only: bool
+    type: ConfigType
+    synonyms: tuple[tuple[str, str | None, int], ...]
+    documentation: str | None = None
+
+
+class BrokerConfigs:
+    """Static settings plus the dynamic layers; the only writer of `__configs/broker.json`."""
+
+    def __init__(self, settings: BrokerSettings, data_dir: Path) -> None:
+        self.settings = settings
+        self.static = settings.model_copy()  # what the process was started with, before dynamic values
+        self.node = str(settings.node_id)
+        self.dir = Path(data_dir) / "__configs"
+        self.dynamic: dict[str, dict[str, str]] = {"": {}, self.node: {}}  # "" = cluster-wide default
+        self._load()
+
+    # ------------------------------------------------------------------ persistence
+
+    def _load(self) -> None:
+        path = self.dir / CONFIG_FILE
+        try:
+            raw = json.loads(path.read_bytes())
+        except FileNotFoundError:
+            return
+        except ValueError as exc:  # a damaged file must not stop the broker: its static configs still hold
+            log.error("%s is unreadable (%s); dynamic broker configs are ignored until altered again", path, exc)
+            return
+        if not isinstance(raw, dict):
+            log.error("%s does not hold an object; dynamic broker configs are ignored", path)
+            return
+        for scope in ("", self.node):
+            values = raw.get(scope, {})
+            if isinstance(values, dict):
+                self.dynamic[scope] = {str(k): str(v) for k, v in values.items() if isinstance(v, str)}
+        try:
+            self._apply(self.dynamic)
+        except ConfigError as exc:
+            log.error("dynamic broker configs in %s are not applied: %s", path, exc)
+            self.dynamic = {"": {}, self.node: {}}
+
+    def _save(self, dynamic: Mapping[str, Mapping[str, str]]) -> None:
+        self.dir.mkdir(exist_ok=True)
+        _write_atomic(self.dir / CONFIG_FILE, json.dumps(dynamic, sort_keys=True).encode())
+
+    # ------------------------------------------------------------------ values
+
+    def _setting(self, name: str) -> str | None:
+        spec = BROKER_CONFIGS.get(name)
+        if spec is None or spec.setting is None:
+            return None
+        value = getattr(self.static, spec.setting)
+        if value is None:
+            return None
+        if isinstance(value, Path):
+            return str(value)
+        return render(getattr(value, "value", value))
+
+    def levels(self, name: str, dynamic: Mapping[str, Mapping[str, str]] | None = None) -> Iterator[tuple[str, int]]:
+        """(value, source) of `name` at each layer that has one, highest first."""
+        dyn = self.dynamic if dynamic is None else dynamic
+        if (v := dyn.get(self.node, {}).get(name)) is not None:
+            yield v, DYNAMIC_BROKER
+        if (v := dyn.get("", {}).get(name)) is not None:
+            yield v, DYNAMIC_DEFAULT
+        spec = BROKER_CONFIGS.get(name)
+        if spec is None:
+            return
+        explicit = spec.setting is not None and spec.setting in self.static.model_fields_set
+        if explicit and (v := self._setting(name)) is not None:
+            yield v, STATIC
+        elif name in BROKER_SYNONYMS or spec.setting is None:
+            # A log default not set explicitly: Kafka's default of this very name (the hours form carries it).
+            if spec.default is not None:
+                yield spec.default, DEFAULT
+        elif (v := self._setting(name)) is not None:
+            yield v, DEFAULT  # logbroker's default, which is what is in force
+
+    def topic_default(
+        self, topic: TopicConfig, dynamic: Mapping[str, Mapping[str, str]] | None = None
+    ) -> tuple[str, int, list[tuple[str, str | None, int]]]:
+        """A topic config's broker-level value in the topic's unit, its source and the synonyms behind it."""
+        synonyms: list[tuple[str, str | None, int]] = []
+        chosen: tuple[str, int] | None = None
+        for syn in topic.synonyms:
+            for value, source in self.levels(syn, dynamic):
+                synonyms.append((syn, value, source))
+                if chosen is None:
+                    chosen = (_scaled(value, topic.type, topic.scale.get(syn, 1)), source)
+        if chosen is None:
+            return topic.default or "", DEFAULT, synonyms
+        return chosen[0], chosen[1], synonyms
+
+    def log_defaults(self, dynamic: Mapping[str, Mapping[str, str]] | None = None) -> LogConfig:
+        """The LogConfig of a topic without overrides, from the broker layers."""
+        values = {f: getattr(LogConfig(), f) for f in LogConfig.__dataclass_fields__}
+        for topic in TOPIC_CONFIGS.values():
+            raw, _source, _ = self.topic_default(topic, dynamic)
+            try:
+                apply(values, topic, parse_typed(raw, topic.type))
+            except ValueError:  # a damaged dynamic value: the next layer's is not known here; keep Kafka's default
+                apply(values, topic, parse_typed(topic.default or "", topic.type))
+        return LogConfig(**values)
+
+    # ------------------------------------------------------------------ describe
+
+    def broker_entries(self, scope: str) -> list[Entry]:
+        """A broker's configs (scope = its id) or the cluster-wide dynamic defaults (scope "")."""
+        if scope == "":
+            return [
+                Entry(k, v, DYNAMIC_DEFAULT, False, _type_of(k), ((k, v, DYNAMIC_DEFAULT),))
+                for k, v in sorted(self.dynamic[""].items())
+            ]
+        out = []
+        names = list(BROKER_CONFIGS) + sorted(k for layer in self.dynamic.values() for k in layer
+                                              if k not in BROKER_CONFIGS)  # fmt: skip
+        for name in dict.fromkeys(names):
+            spec = BROKER_CONFIGS.get(name)
+            chain = self._chain(name)
+            synonyms = tuple((n, v, s) for n in chain for v, s in self.levels(n))
+            own = next(((v, s) for n, v, s in synonyms if n == name), None)
+            value, source = own if own is not None else (None, DEFAULT)
+            out.append(Entry(name, value, source, spec is None or not spec.dynamic, _type_of(name), synonyms))
+        return out
+
+    def _chain(self, name: str) -> tuple[str, ...]:
+        """`name` and the lower-priority synonyms after it (log.retention.ms -> minutes -> hours)."""
+        hit = BROKER_SYNONYMS.get(name)
+        if hit is None:
+            return (name,)
+        syns = hit[0].synonyms
+        return syns[syns.index(name) :]
+
+    # ------------------------------------------------------------------ alter
+
+    def check_scope(self, resource_name: str) -> str:
+        """The dynamic layer a broker resource names, or ConfigError(INVALID_REQUEST) as Kafka answers."""
+        if resource_name == "":
+            return ""
+        try:
+            node = int(resource_name)
+        except ValueError:
+            raise ConfigError(f"Node id must be an integer, but it is: {resource_name}", E.INVALID_REQUEST) from None
+        if str(node) != self.node:
+            raise ConfigError(
+                f"Unexpected broker id, expected {self.node}, but received {resource_name}", E.INVALID_REQUEST
+            )
+        return self.node
+
+    def alter(self, scope: str, values: Mapping[str, str], validate_only: bool) -> None:
+        """Replace the dynamic configs of `scope` with `values`: checked whole, persisted, then applied."""
+        read_only = sorted(k for k in values if k in BROKER_CONFIGS and not BROKER_CONFIGS[k].dynamic)
+        if read_only:
+            raise ConfigError(f"Cannot update these configs dynamically: [{', '.join(read_only)}]", E.INVALID_REQUEST)
+        for k, raw in values.items():
+            spec = BROKER_CONFIGS.get(k)
+            if spec is not None:
+                try:
+                    parsed = parse_typed(raw, spec.type)
+                except ValueError as exc:
+                    msg = f"Invalid value {raw} for configuration {k}: {exc}"
+                    raise ConfigError(msg, E.INVALID_REQUEST) from None
+                hit = BROKER_SYNONYMS.get(k)
+                why = hit[0].check(parsed) if hit is not None and hit[0].check is not None else None
+                if why is not None:
+                    raise ConfigError(f"Invalid value {render(parsed)} for configuration {k}: {why}", E.INVALID_REQUEST)
+            # A name Kafka does not know is kept, as Kafka keeps custom configs of plugins.
+        dynamic = {**self.dynamic, scope: dict(values)}
+        updated = self._settings_with(dynamic)  # refuses what the settings' own checks refuse
+        if validate_only:
+            return
+        self._save(dynamic)
+        self.dynamic = dynamic
+        self._set(updated)
+
+    def _settings_with(self, dynamic: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
+        """The settings fields the dynamic layers change, validated together with the rest."""
+        changes: dict[str, Any] = {}
+        for name, spec in BROKER_CONFIGS.items():
+            if spec.setting is None or not spec.dynamic:
+                continue
+            value = next((v for v, s in self.levels(name, dynamic) if s in (DYNAMIC_BROKER, DYNAMIC_DEFAULT)), None)
+            if value is None:
+                changes[spec.setting] = getattr(self.static, spec.setting)
+            else:
+                parsed = parse_typed(value, spec.type)
+                changes[spec.setting] = ",".join(parsed) if isinstance(parsed, list) else parsed
+        try:
+            BrokerSettings.model_validate({**self.static.model_dump(), **changes})
+        except ValidationError as exc:
+            raise ConfigError(format_validation_error(exc), E.INVALID_REQUEST) from None
+        return changes
+
+    def _apply(self, dynamic: Mapping[str, Mapping[str, str]]) -> None:
+        self._set(self._settings_with(dynamic))
+
+    def _set(self, changes: Mapping[str, Any]) -> None:
+        for field, value in changes.items():
+            if getattr(self.settings, field) != value:
+                setattr(self.settings, field, value)
+
+
+def _scaled(raw: str, kind: ConfigType, scale: int) -> str:
+    if scale == 1:
+        return raw
+    try:
+        return str(min(int(raw) * scale, LONG_MAX))
+    except ValueError:
+        return raw
+
+
+def _type_of(name: str) -> ConfigType:
+    spec = BROKER_CONFIGS.get(name)
+    return spec.type if spec is not None else ConfigType.STRING

@@ -1,0 +1,300 @@
+"""Configs that change while the broker runs: IncrementalAlterConfigs, AlterConfigs and DescribeConfigs for
+topics and for the broker's dynamic layers, asserted on logbroker and on Apache Kafka 4.4 alike (Kafka
+applies a change a moment after acknowledging it, so reads poll)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import confluent_kafka as ck
+import pytest
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
+from kafka.protocol.admin.configs import AlterConfigsRequest, IncrementalAlterConfigsRequest
+
+from logbroker.client.connection import Connection, parse_bootstrap
+from logbroker.protocol.errors import ErrorCode
+from logbroker.testing.process import BrokerProcess
+from support import both_targets, create_topic, kafka_peer, read_topic, unique
+
+pytestmark = pytest.mark.timeout(300)
+
+TOPIC, BROKER = ConfigResource.Type.TOPIC, ConfigResource.Type.BROKER
+SET, DELETE, APPEND, SUBTRACT = (AlterConfigOpType.SET, AlterConfigOpType.DELETE, AlterConfigOpType.APPEND,
+                                 AlterConfigOpType.SUBTRACT)  # fmt: skip
+
+
+@pytest.fixture(scope="module", params=both_targets())
+def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A broker of this module's own (broker configs change), checking retention every 200 ms."""
+    if request.param == "logbroker":
+        proc = BrokerProcess(tmp_path_factory.mktemp("configs") / "data",
+                             env={"LOGBROKER_RETENTION_CHECK_INTERVAL_MS": "200"})  # fmt: skip
+        with proc:
+            yield proc.bootstrap
+        return
+    with kafka_peer(**{"log.retention.check.interval.ms": 200}) as bootstrap:
+        yield bootstrap
+
+
+def describe(bootstrap: str, rtype: Any, name: str) -> dict[str, Any]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    [fut] = admin.describe_configs([ConfigResource(rtype, name)], request_timeout=30).values()
+    return fut.result(30)
+
+
+def eventually(check: Callable[[], Any], timeout: float = 30.0) -> Any:
+    """Kafka applies an acknowledged config change asynchronously: poll until `check` passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return check()
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def incremental(bootstrap: str, rtype: Any, name: str, ops: list[tuple[str, str | None, Any]],
+                validate_only: bool = False) -> None:  # fmt: skip
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    entries = [ConfigEntry(k, v, incremental_operation=op) for k, v, op in ops]
+    [fut] = admin.incremental_alter_configs([ConfigResource(rtype, name, incremental_configs=entries)],
+                                            validate_only=validate_only, request_timeout=30).values()  # fmt: skip
+    fut.result(30)
+
+
+def value_of(bootstrap: str, topic: str, key: str) -> tuple[str | None, ConfigSource]:
+    e = describe(bootstrap, TOPIC, topic)[key]
+    return e.value, ConfigSource(e.source)
+
+
+def test_incremental_set_append_subtract_delete_on_a_topic(target: str) -> None:
+    topic = create_topic(target, unique("cfg"), config={"retention.ms": "100000"})
+    incremental(target, TOPIC, topic, [("retention.ms", "200000", SET), ("cleanup.policy", "compact", SET),
+                                       ("min.cleanable.dirty.ratio", "0.1", SET)])  # fmt: skip
+
+    def applied() -> None:
+        assert value_of(target, topic, "retention.ms") == ("200000", ConfigSource.DYNAMIC_TOPIC_CONFIG)
+        assert value_of(target, topic, "cleanup.policy") == ("compact", ConfigSource.DYNAMIC_TOPIC_CONFIG)
+        assert value_of(target, topic, "min.cleanable.dirty.ratio")[0] == "0.1"
+
+    eventually(applied)
+    incremental(target, TOPIC, topic, [("cleanup.policy", "delete", APPEND)])
+    eventually(lambda: _eq(value_of(target, topic, "cleanup.policy")[0], "compact,delete"))
+    incremental(target, TOPIC, topic, [("cleanup.policy", "compact", SUBTRACT), ("retention.ms", None, DELETE)])
+
+    def reverted() -> None:
+        assert value_of(target, topic, "cleanup.policy")[0] == "delete"
+        assert value_of(target, topic, "retention.ms") == ("604800000", ConfigSource.DEFAULT_CONFIG)
+
+    eventually(reverted)
+    incremental(target, TOPIC, topic, [("retention.ms", "300000", SET)], validate_only=True)
+    time.sleep(0.5)
+    assert value_of(target, topic, "retention.ms") == ("604800000", ConfigSource.DEFAULT_CONFIG)
+
+
+def _eq(a: Any, b: Any) -> None:
+    assert a == b
+
+
+@pytest.mark.filterwarnings("ignore:alter_configs has been deprecated")
+def test_alter_configs_replaces_every_override(target: str) -> None:
+    topic = create_topic(target, unique("cfg"), config={"retention.ms": "100000", "segment.ms": "200000"})
+    admin = AdminClient({"bootstrap.servers": target})
+    [fut] = admin.alter_configs([ConfigResource(TOPIC, topic, set_config={"max.message.bytes": "50000"})]).values()
+    fut.result(30)
+
+    def replaced() -> None:
+        overrides = {k for k, e in describe(target, TOPIC, topic).items()
+                     if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}  # fmt: skip
+        assert overrides == {"max.message.bytes"}
+
+    eventually(replaced)
+
+
+def test_every_kafka_topic_config_is_described(target: str) -> None:
+    """The full set Kafka 4.4 reports for a topic, each with the type Kafka gives it."""
+    topic = create_topic(target, unique("cfg"))
+    configs = describe(target, TOPIC, topic)
+    expected = {"cleanup.policy", "compression.type", "delete.retention.ms", "file.delete.delay.ms", "flush.messages",
+                "flush.ms", "follower.replication.throttled.replicas", "index.interval.bytes",
+                "leader.replication.throttled.replicas", "local.retention.bytes", "local.retention.ms",
+                "max.compaction.lag.ms", "max.message.bytes", "message.timestamp.after.max.ms",
+                "message.timestamp.before.max.ms", "message.timestamp.type", "min.cleanable.dirty.ratio",
+                "min.compaction.lag.ms", "min.insync.replicas", "preallocate", "remote.storage.enable",
+                "retention.bytes", "retention.ms", "segment.bytes", "segment.index.bytes", "segment.jitter.ms",
+                "segment.ms", "unclean.leader.election.enable"}  # fmt: skip
+    assert expected <= set(configs)
+    assert configs["min.cleanable.dirty.ratio"].value == "0.5"
+    assert configs["delete.retention.ms"].value == "86400000"
+    assert configs["cleanup.policy"].value == "delete"
+    # Stored and reported, not refused: configs that mean nothing on one node.
+    topic2 = create_topic(target, unique("cfg"), config={"flush.messages": "1", "preallocate": "true",
+                                                         "leader.replication.throttled.replicas": "*",
+                                                         "min.compaction.lag.ms": "1000"})  # fmt: skip
+    c2 = describe(target, TOPIC, topic2)
+    assert (c2["flush.messages"].value, c2["preallocate"].value) == ("1", "true")
+    assert c2["leader.replication.throttled.replicas"].value == "*"
+
+
+BAD_TOPIC_OPS = [
+    # (what, [(key, operation, value)], error, message)
+    ("unknown key", [("foo.bar", 0, "1")], ErrorCode.INVALID_CONFIG, "Unknown topic config name: foo.bar"),
+    ("not a number", [("retention.ms", 0, "abc")], ErrorCode.INVALID_CONFIG,
+     "Invalid value abc for configuration retention.ms: Not a number of type LONG"),
+    ("below the range", [("retention.ms", 0, "-2")], ErrorCode.INVALID_CONFIG,
+     "Invalid value -2 for configuration retention.ms: Value must be at least -1"),
+    ("above the range", [("min.cleanable.dirty.ratio", 0, "2")], ErrorCode.INVALID_CONFIG,
+     "Invalid value 2.0 for configuration min.cleanable.dirty.ratio: Value must be no more than 1"),
+    ("not in the list", [("cleanup.policy", 0, "zip")], ErrorCode.INVALID_CONFIG,
+     "Invalid value zip for configuration cleanup.policy: String must be one of: compact, delete"),
+    ("append to a non-list", [("retention.ms", 2, "5")], ErrorCode.INVALID_CONFIG,
+     "Can't APPEND to key retention.ms because its type is not LIST."),
+    ("null value", [("retention.ms", 0, None)], ErrorCode.INVALID_REQUEST,
+     "Null value not supported for : retention.ms"),
+    ("duplicate key", [("retention.ms", 0, "1"), ("retention.ms", 0, "2")], ErrorCode.INVALID_REQUEST,
+     "Error due to duplicate config keys"),
+    ("one good one bad", [("retention.ms", 0, "400000"), ("segment.ms", 0, "x")], ErrorCode.INVALID_CONFIG,
+     "Invalid value x for configuration segment.ms: Not a number of type LONG"),
+    ("tiered storage", [("remote.storage.enable", 0, "true")], ErrorCode.INVALID_CONFIG,
+     "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage."),
+    ("unknown operation", [("retention.ms", 7, "1")], ErrorCode.UNKNOWN_SERVER_ERROR, None),
+]  # fmt: skip
+
+
+def _iac(conn: Connection, resources: list[tuple[int, str, list[tuple[str, int, str | None]]]]) -> list[Any]:
+    R = IncrementalAlterConfigsRequest.AlterConfigsResource
+    req = IncrementalAlterConfigsRequest(
+        resources=[R(resource_type=rt, resource_name=rn,
+                     configs=[R.AlterableConfig(name=k, config_operation=op, value=v) for k, op, v in cfgs])
+                   for rt, rn, cfgs in resources],
+        validate_only=False,
+    )  # fmt: skip
+    return [(ErrorCode(r.error_code), r.error_message) for r in conn.do(req).responses]
+
+
+def test_bad_topic_config_changes_get_kafkas_errors_and_change_nothing(target: str) -> None:
+    topic = create_topic(target, unique("cfg"))
+    with Connection(*parse_bootstrap(target)) as conn:
+        for what, ops, error, message in BAD_TOPIC_OPS:
+            assert _iac(conn, [(2, topic, ops)]) == [(error, message)], what
+        assert _iac(conn, [(2, "nope-" + topic, [("retention.ms", 0, "1")])]) == [
+            (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic 'nope-{topic}' does not exist.")
+        ]
+        assert _iac(conn, [(2, "a/b", [("retention.ms", 0, "1")])]) == [
+            (ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is invalid: 'a/b' contains one or more characters "
+             "other than ASCII alphanumerics, '.', '_' and '-'")]  # fmt: skip
+        twice = [(2, topic, [("retention.ms", 0, "1")]), (2, topic, [("segment.ms", 0, "2")])]
+        assert _iac(conn, twice) == [(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")] * 2
+        assert _iac(conn, [(99, "1", [("x", 0, "1")])]) == [(ErrorCode.INVALID_REQUEST, "Unknown resource type 99")]
+        R = AlterConfigsRequest.AlterConfigsResource
+        req = AlterConfigsRequest(resources=[R(resource_type=2, resource_name=topic,
+                                               configs=[R.AlterableConfig(name="segment.ms", value=None)])],
+                                  validate_only=False)  # fmt: skip
+        [r] = conn.do(req).responses
+        assert (r.error_code, r.error_message) == (
+            ErrorCode.INVALID_REQUEST,
+            "Null value not supported for : segment.ms",
+        )
+    time.sleep(0.5)
+    overrides = {k for k, e in describe(target, TOPIC, topic).items() if e.source == 1}
+    assert overrides == set()
+
+
+def test_bad_broker_config_changes_get_kafkas_errors(target: str) -> None:
+    with Connection(*parse_bootstrap(target)) as conn:
+        cases = [
+            ("1", [("log.dirs", 0, "/tmp/x")], ErrorCode.INVALID_REQUEST,
+             "Cannot update these configs dynamically: [log.dirs]"),
+            ("1", [("log.retention.ms", 0, "x")], ErrorCode.INVALID_REQUEST,
+             "Invalid value x for configuration log.retention.ms: Not a number of type LONG"),
+            ("7", [("log.retention.ms", 0, "1")], ErrorCode.INVALID_REQUEST,
+             "Unexpected broker id, expected 1, but received 7"),
+            ("x", [("log.retention.ms", 0, "1")], ErrorCode.INVALID_REQUEST,
+             "Node id must be an integer, but it is: x"),
+        ]  # fmt: skip
+        for node, ops, error, message in cases:
+            assert _iac(conn, [(4, node, ops)]) == [(error, message)], ops
+
+
+def test_broker_dynamic_defaults_reach_topics_without_overrides(target: str) -> None:
+    plain = create_topic(target, unique("cfg"))
+    own = create_topic(target, unique("cfg"), config={"retention.ms": "123456"})
+    incremental(target, BROKER, "1", [("log.retention.ms", "654321", SET)])
+    with Connection(*parse_bootstrap(target)) as conn:  # librdkafka cannot name the cluster-wide default ""
+        assert _iac(conn, [(4, "", [("log.cleaner.min.compaction.lag.ms", 0, "5000")])]) == [(ErrorCode.NONE, None)]
+    try:
+
+        def applied() -> None:
+            assert value_of(target, plain, "retention.ms") == ("654321", ConfigSource.DYNAMIC_BROKER_CONFIG)
+            assert value_of(target, own, "retention.ms") == ("123456", ConfigSource.DYNAMIC_TOPIC_CONFIG)
+            assert value_of(target, plain, "min.compaction.lag.ms") == (
+                "5000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)  # fmt: skip
+            b = describe(target, BROKER, "1")
+            assert (b["log.retention.ms"].value, b["log.retention.ms"].source) == ("654321", 2)
+            assert not b["log.retention.ms"].is_read_only and b["log.dirs"].is_read_only
+
+        eventually(applied)
+    finally:
+        incremental(target, BROKER, "1", [("log.retention.ms", None, DELETE)])
+        with Connection(*parse_bootstrap(target)) as conn:
+            _iac(conn, [(4, "", [("log.cleaner.min.compaction.lag.ms", 1, None)])])
+    eventually(lambda: _eq(value_of(target, plain, "retention.ms"), ("604800000", ConfigSource.DEFAULT_CONFIG)))
+
+
+def _produce(bootstrap: str, topic: str, value: bytes, ts: int | None = None) -> None:
+    p = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "message.max.bytes": 10_000_000})
+    err: list[Any] = []
+    p.produce(topic, value=value, timestamp=ts or 0, on_delivery=lambda e, _m: err.append(e))
+    assert p.flush(30) == 0
+    if err[0] is not None:
+        raise ck.KafkaException(err[0])
+
+
+def test_changes_apply_to_the_running_logs(target: str) -> None:
+    """A lower max.message.bytes refuses the next large batch; a lower retention.ms deletes old segments."""
+    topic = create_topic(target, unique("live"), config={"segment.ms": "100"})
+    _produce(target, topic, b"x" * 200_000)
+    incremental(target, TOPIC, topic, [("max.message.bytes", "100000", SET)])
+
+    def refused() -> None:
+        with pytest.raises(ck.KafkaException) as exc:
+            _produce(target, topic, b"y" * 200_000)
+        assert exc.value.args[0].code() == ck.KafkaError.MSG_SIZE_TOO_LARGE
+
+    eventually(refused)
+    old = int(time.time() * 1000) - 600_000
+    _produce(target, topic, b"old", ts=old)
+    time.sleep(0.3)
+    _produce(target, topic, b"new")  # rolls the segment that holds the old record
+    incremental(target, TOPIC, topic, [("retention.ms", "60000", SET)])
+    eventually(lambda: _eq([m.value() for m in read_topic(target, topic)], [b"new"]), timeout=60)
+
+
+def test_dynamic_configs_survive_kill_9(tmp_path: Any) -> None:
+    """Acknowledged config changes are durable: topic overrides and broker layers alike."""
+    proc = BrokerProcess(tmp_path / "data")
+    with proc:
+        topic = create_topic(proc.bootstrap, unique("dur"))
+        incremental(proc.bootstrap, TOPIC, topic, [("retention.ms", "777777", SET), ("cleanup.policy", "compact", SET)])
+        incremental(proc.bootstrap, BROKER, "1", [("log.segment.bytes", "5000000", SET)])
+        with Connection(*parse_bootstrap(proc.bootstrap)) as conn:
+            assert _iac(conn, [(4, "", [("log.retention.bytes", 0, "9999999")])]) == [(ErrorCode.NONE, None)]
+        proc.kill()
+        proc.start()
+        c = describe(proc.bootstrap, TOPIC, topic)
+        assert (c["retention.ms"].value, c["cleanup.policy"].value) == ("777777", "compact")
+        assert (c["segment.bytes"].value, c["segment.bytes"].source) == ("5000000", 2)
+        assert (c["retention.bytes"].value, c["retention.bytes"].source) == ("9999999", 3)
+
+
+def test_min_insync_replicas_is_capped_at_the_replication_factor(target: str) -> None:
+    """Kafka 4 checks acks=all against min(min.insync.replicas, replicas): one node always satisfies it."""
+    topic = create_topic(target, unique("isr"), config={"min.insync.replicas": "3"})
+    p = ck.Producer({"bootstrap.servers": target, "acks": "all", "message.timeout.ms": 10000})
+    p.produce(topic, value=b"all")
+    assert p.flush(30) == 0
+    assert [m.value() for m in read_topic(target, topic)] == [b"all"]
+    assert value_of(target, topic, "min.insync.replicas") == ("3", ConfigSource.DYNAMIC_TOPIC_CONFIG)
