@@ -256,7 +256,8 @@ def _produce(bootstrap: str, topic: str, value: bytes, ts: int | None = None) ->
 def test_changes_apply_to_the_running_logs(target: str) -> None:
     """A lower max.message.bytes refuses the next large batch; a lower retention.ms deletes old segments."""
     topic = create_topic(target, unique("live"), config={"segment.ms": "100"})
-    _produce(target, topic, b"x" * 200_000)
+    old = int(time.time() * 1000) - 600_000
+    _produce(target, topic, b"x" * 200_000, ts=old)
     incremental(target, TOPIC, topic, [("max.message.bytes", "100000", SET)])
 
     def refused() -> None:
@@ -265,11 +266,10 @@ def test_changes_apply_to_the_running_logs(target: str) -> None:
         assert exc.value.args[0].code() == ck.KafkaError.MSG_SIZE_TOO_LARGE
 
     eventually(refused)
-    old = int(time.time() * 1000) - 600_000
     _produce(target, topic, b"old", ts=old)
     time.sleep(0.3)
     _produce(target, topic, b"new")  # rolls the segment that holds the old record
-    incremental(target, TOPIC, topic, [("retention.ms", "60000", SET)])
+    incremental(target, TOPIC, topic, [("retention.ms", "300000", SET)])
     eventually(lambda: _eq([m.value() for m in read_topic(target, topic)], [b"new"]), timeout=60)
 
 
