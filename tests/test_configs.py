@@ -298,3 +298,40 @@ def test_min_insync_replicas_is_capped_at_the_replication_factor(target: str) ->
     assert p.flush(30) == 0
     assert [m.value() for m in read_topic(target, topic)] == [b"all"]
     assert value_of(target, topic, "min.insync.replicas") == ("3", ConfigSource.DYNAMIC_TOPIC_CONFIG)
+
+
+def test_broker_logger_levels_change_live(target: str) -> None:
+    """KIP-412: `kafka-configs --entity-type broker-loggers` sets a logger's level; Kafka's refusals."""
+    from kafka.protocol.admin.configs import DescribeConfigsRequest as DC
+
+    def levels(conn: Connection) -> dict[str, str]:
+        D = DC.DescribeConfigsResource
+        req = DC(resources=[D(resource_type=8, resource_name="1", configuration_keys=None)], include_synonyms=False,
+                 include_documentation=False)  # fmt: skip
+        [r] = conn.do(req).results
+        assert r.error_code == 0
+        return {e.name: e.value for e in r.configs}
+
+    with Connection(*parse_bootstrap(target)) as conn:
+        assert levels(conn)["root"] == "INFO"
+        assert _iac(conn, [(8, "1", [("root", 0, "DEBUG")])]) == [(ErrorCode.NONE, None)]
+        try:
+            eventually(lambda: _eq(levels(conn)["root"], "DEBUG"))
+            cases = [
+                ("1", [("root", 0, "LOUD")], ErrorCode.INVALID_CONFIG, "Cannot set the log level of root to LOUD as "
+                 "it is not a supported log level. Valid log levels are DEBUG, ERROR, FATAL, INFO, TRACE, WARN"),
+                ("1", [("no.such.logger", 0, "DEBUG")], ErrorCode.INVALID_CONFIG,
+                 "Logger no.such.logger does not exist!"),
+                ("1", [("root", 1, None)], ErrorCode.INVALID_REQUEST,
+                 "Removing the log level of the root logger is not allowed"),
+                ("1", [("root", 2, "DEBUG")], ErrorCode.INVALID_REQUEST,
+                 "APPEND operation is not allowed for the BROKER_LOGGER resource"),
+                ("7", [("root", 0, "DEBUG")], ErrorCode.INVALID_REQUEST,
+                 "Unexpected node id. Expected 1, but received 7"),
+                ("", [("root", 0, "DEBUG")], ErrorCode.INVALID_REQUEST, "Node id must be an integer, but it is: "),
+            ]  # fmt: skip
+            for node, ops, error, message in cases:
+                assert _iac(conn, [(8, node, ops)]) == [(error, message)], ops
+        finally:
+            _iac(conn, [(8, "1", [("root", 0, "INFO")])])
+        eventually(lambda: _eq(levels(conn)["root"], "INFO"))

@@ -23,6 +23,7 @@ INT_MAX = (1 << 31) - 1
 class ConfigType(IntEnum):
     """DescribeConfigs' config_type (KIP-569)."""
 
+    UNKNOWN = 0
     BOOLEAN = 1
     STRING = 2
     INT = 3

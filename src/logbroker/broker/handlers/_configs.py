@@ -27,7 +27,13 @@ def duplicates(resources: list[Any]) -> set[tuple[int, str]]:
     return {k for k, n in counts.items() if n > 1}
 
 
-def alter(ctx: BrokerContext, resource: Any, edit: Edit, validate_only: bool) -> Result:
+def alter(
+    ctx: BrokerContext,
+    resource: Any,
+    edit: Edit,
+    validate_only: bool,
+    loggers_edit: Callable[[bool], None] | None = None,
+) -> Result:
     """Apply `edit` to one resource; Kafka's error code and message for whatever is refused."""
     rtype, name = resource.resource_type, resource.resource_name
     try:
@@ -43,6 +49,13 @@ def alter(ctx: BrokerContext, resource: Any, edit: Edit, validate_only: bool) ->
         elif rtype == BROKER:
             scope = ctx.configs.check_scope(name)
             ctx.alter_broker_configs(scope, edit(ctx.configs.dynamic.get(scope, {}), False), validate_only)
+        elif rtype == BROKER_LOGGER and loggers_edit is not None:
+            if name != ctx.configs.node:  # one broker's loggers: no cluster-wide layer (Kafka's messages)
+                if not name.lstrip("-").isdigit():
+                    raise ConfigError(f"Node id must be an integer, but it is: {name}", E.INVALID_REQUEST)
+                msg = f"Unexpected node id. Expected {ctx.configs.node}, but received {name}"
+                raise ConfigError(msg, E.INVALID_REQUEST)
+            loggers_edit(validate_only)
         elif rtype in KNOWN_TYPES:
             return E.INVALID_REQUEST, f"logbroker does not support altering configs of resource type {rtype}"
         else:

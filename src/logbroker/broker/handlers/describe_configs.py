@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
-from logbroker.storage.configs import TOPIC_CONFIGS
+from logbroker.storage.configs import TOPIC_CONFIGS, ConfigType
 from logbroker.storage.manager import MAX_TOPIC_NAME, TopicError, validate_topic_name
 
+from .. import loggers
 from ..configs import DEFAULT, DYNAMIC_TOPIC, Entry
 from ..context import BrokerContext
 from ..dispatch import handles
@@ -17,7 +18,8 @@ RR = R.DescribeConfigsResult
 CE = RR.DescribeConfigsResourceResult
 SYN = CE.DescribeConfigsSynonym
 
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+DYNAMIC_BROKER_LOGGER = 6
 KNOWN_TYPES = (TOPIC, BROKER, 8, 16, 32)  # and broker loggers, client metrics, groups: refused one by one here
 
 
@@ -95,6 +97,12 @@ def handle(ctx: BrokerContext, req: Request) -> R:
                 err, msg = E.INVALID_REQUEST, f"no broker {res.resource_name!r}; this is {ctx.node_id}"
             else:
                 entries = broker_config_entries(ctx, res.resource_name, keys)
+        elif res.resource_type == BROKER_LOGGER:
+            if res.resource_name != str(ctx.node_id):
+                err, msg = E.INVALID_REQUEST, f"no broker {res.resource_name!r}; this is {ctx.node_id}"
+            else:
+                entries = [Entry(n, lvl, DYNAMIC_BROKER_LOGGER, False, ConfigType.UNKNOWN, ())
+                           for n, lvl in loggers.loggers().items() if keys is None or n in keys]  # fmt: skip
         else:
             err, msg = E.INVALID_REQUEST, f"resource type {res.resource_type} is not supported"
         configs = [

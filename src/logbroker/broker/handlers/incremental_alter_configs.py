@@ -4,13 +4,14 @@ of the broker's dynamic layers."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
 from logbroker.storage.configs import TOPIC_CONFIGS, ConfigError, ConfigType
 
+from .. import loggers
 from ..configs import BROKER_CONFIGS
 from ..context import BrokerContext
 from ..dispatch import handles
@@ -37,7 +38,7 @@ def handle(ctx: BrokerContext, req: Request) -> R:
             err, msg = E.INVALID_REQUEST, "Error due to duplicate config keys"
         else:
             try:
-                err, msg = alter(ctx, res, _operations(res.configs), req.body.validate_only)
+                err, msg = alter(ctx, res, _operations(res.configs), req.body.validate_only, _loggers(res.configs))
             except _UnknownOperation:  # Kafka fails such a resource with an unexpected error, no message
                 err, msg = E.UNKNOWN_SERVER_ERROR, None
         out.append(RR(error_code=err, error_message=msg, resource_type=res.resource_type,
@@ -70,6 +71,24 @@ def _operations(configs: list[Any]) -> Edit:
             merged = old + [v for v in items if v not in old] if op == APPEND else keep
             new[name] = ",".join(merged)
         return new
+
+    return edit
+
+
+def _loggers(configs: list[Any]) -> Callable[[bool], None]:
+    """Broker-logger changes: SET a level or DELETE it (back to the root's); checked whole, then applied."""
+
+    def edit(validate_only: bool) -> None:
+        for c in configs:
+            if c.config_operation not in (SET, DELETE, APPEND, SUBTRACT):
+                raise _UnknownOperation
+            if c.config_operation in (APPEND, SUBTRACT):
+                what = "APPEND" if c.config_operation == APPEND else "SUBTRACT"
+                raise ConfigError(f"{what} operation is not allowed for the BROKER_LOGGER resource", E.INVALID_REQUEST)
+            loggers.check(c.name, c.value, c.config_operation == DELETE)
+        if not validate_only:
+            for c in configs:
+                loggers.apply(c.name, None if c.config_operation == DELETE else c.value)
 
     return edit
 
