@@ -69,6 +69,17 @@ def java_client_tool() -> JavaClientTool:
     return _compiled_java_client_tool()
 
 
+def kafka_tool(tool: str, bootstrap: str | None, *args: str, timeout: float = 120.0) -> Any:
+    """Run one of Kafka's CLI tools (`kafka-topics`, `kafka-log-dirs`, `kafka-configs`, ...; see
+    logbroker.testing.kafka_tools.TOOLS) with --bootstrap-server: a ToolResult (returncode, stdout,
+    stderr, output), or skip/fail per missing_tool when java or the tools jars are absent."""
+    from logbroker.testing import kafka_tools
+
+    if (why := kafka_tools.tools_available()) is not None:
+        missing_tool(why)
+    return kafka_tools.run_tool(tool, bootstrap, *args, timeout=timeout)
+
+
 @functools.cache
 def _compiled_java_client_tool() -> JavaClientTool:
     from logbroker.testing.peers import JavaClientTool

@@ -7,16 +7,21 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 
+from logbroker.client.connection import BrokerError, KafkaClient
 from logbroker.client.partitioner import partition_for_key
 from logbroker.config import ConfigError, load_settings
+from logbroker.protocol.errors import ErrorCode
+from logbroker.protocol.records import NewRecord, build_batch
 from logbroker.testing.process import BrokerProcess
-from support import create_topic, java_client_tool, read_topic
+from support import both_targets, create_topic, java_client_tool, read_topic, target_bootstrap, unique
 
 CLI = [sys.executable, "-m", "logbroker"]
 
@@ -177,3 +182,50 @@ def test_produce_puts_keys_where_the_java_client_does(broker: BrokerProcess, top
     acks = tool.produce(broker.bootstrap, topic, [{"key": k.encode(), "value": b"java"} for k in KEYS])
     java = {k: a["partition"] for k, a in zip(KEYS, acks, strict=True)}
     assert _partitions_by_key(broker.bootstrap, topic, "cli-") == java
+
+
+# ------------------------------------------------------------------------------ sizes on disk
+
+
+@pytest.fixture(scope="module", params=both_targets())
+def target(request: pytest.FixtureRequest) -> Iterator[str]:
+    yield from target_bootstrap(request)
+
+
+def _produce_batch(bootstrap: str, topic: str, records: list[NewRecord]) -> None:
+    """One batch to partition 1, retried while Kafka is still electing a new topic's leader."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with KafkaClient(bootstrap) as c:
+                c.produce(topic, 1, records)
+            return
+        except BrokerError as exc:
+            if time.monotonic() > deadline or exc.code not in (ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                                               ErrorCode.LEADER_NOT_AVAILABLE):  # fmt: skip
+                raise
+            time.sleep(0.2)
+
+
+def test_topics_describe_shows_each_partitions_size(target: str) -> None:
+    """`topics describe` reads sizes with DescribeLogDirs, on logbroker and on Apache Kafka alike: an empty
+    partition is 0 bytes, one holding a batch is that batch's length, and growing by another batch adds it."""
+    topic = create_topic(target, unique("sizes"), 2)
+    records = [NewRecord(key=b"k", value=b"v" * 300), NewRecord(key=None, value=b"w" * 50)]
+    _produce_batch(target, topic, records)
+
+    def sizes() -> dict[int, str]:
+        r = run("topics", "describe", "-b", target, topic)
+        assert r.returncode == 0, r.stderr
+        header = next(ln for ln in r.stdout.splitlines() if "partition" in ln and "size (bytes)" in ln)
+        assert header.split("┃")[-2].strip() == "size (bytes)"
+        rows = [[cell.strip() for cell in ln.split("│")[1:-1]] for ln in r.stdout.splitlines() if ln.startswith("│")]
+        return {int(row[0]): row[5] for row in rows if len(row) == 6}
+
+    batch = len(build_batch(records))
+    deadline = time.monotonic() + 30
+    while (got := sizes()) != {0: "0", 1: str(batch)} and time.monotonic() < deadline:
+        time.sleep(0.2)  # Kafka creates a new topic's logs as it catches up with the metadata ("-" until then)
+    assert got == {0: "0", 1: str(batch)}
+    _produce_batch(target, topic, records)
+    assert sizes() == {0: "0", 1: str(2 * batch)}

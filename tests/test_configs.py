@@ -16,7 +16,7 @@ from kafka.protocol.admin.configs import AlterConfigsRequest, IncrementalAlterCo
 from logbroker.client.connection import Connection, parse_bootstrap
 from logbroker.protocol.errors import ErrorCode
 from logbroker.testing.process import BrokerProcess
-from support import both_targets, create_topic, kafka_peer, read_topic, unique
+from support import both_targets, create_topic, kafka_peer, kafka_tool, read_topic, unique
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -335,3 +335,47 @@ def test_broker_logger_levels_change_live(target: str) -> None:
         finally:
             _iac(conn, [(8, "1", [("root", 0, "INFO")])])
         eventually(lambda: _eq(levels(conn)["root"], "INFO"))
+
+
+def _kafka_configs(bootstrap: str, *args: str) -> Any:
+    return kafka_tool("kafka-configs", bootstrap, *args)
+
+
+def test_kafka_configs_tool_alters_and_describes(target: str) -> None:
+    """The operator's route: Kafka's own kafka-configs (the Java admin client) on topics and brokers."""
+    topic = create_topic(target, unique("tool"))
+    entity = ("--entity-type", "topics", "--entity-name", topic)
+    r = _kafka_configs(
+        target, "--alter", *entity, "--add-config", "retention.ms=4321000,cleanup.policy=[compact,delete]"
+    )
+    assert r.returncode == 0 and f"Completed updating config for topic {topic}." in r.stdout, r.output
+
+    def described() -> None:
+        out = _kafka_configs(target, "--describe", *entity).stdout
+        assert "retention.ms=4321000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=4321000" in out, out
+        assert "cleanup.policy=compact,delete sensitive=false" in out, out
+
+    eventually(described)
+    everything = _kafka_configs(target, "--describe", "--all", *entity).stdout
+    assert (
+        "min.cleanable.dirty.ratio=0.5 sensitive=false synonyms={DEFAULT_CONFIG:log.cleaner.min.cleanable.ratio=0.5}"
+        in everything
+    )
+    r = _kafka_configs(target, "--alter", *entity, "--add-config", "no.such.config=1")
+    assert r.returncode != 0 and "InvalidConfigurationException: Unknown topic config name: no.such.config" in r.output
+    r = _kafka_configs(target, "--alter", "--entity-type", "brokers", "--entity-name", "1", "--add-config",
+                       "log.cleaner.backoff.ms=5000")  # fmt: skip
+    assert r.returncode == 0 and "Completed updating config for broker 1." in r.stdout, r.output
+    try:
+
+        def broker_described() -> None:
+            out = _kafka_configs(target, "--describe", "--entity-type", "brokers", "--entity-name", "1").stdout
+            assert "log.cleaner.backoff.ms=5000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:" in out, out
+
+        eventually(broker_described)
+    finally:
+        _kafka_configs(target, "--alter", "--entity-type", "brokers", "--entity-name", "1", "--delete-config",
+                       "log.cleaner.backoff.ms")  # fmt: skip
+    r = _kafka_configs(target, "--alter", *entity, "--delete-config", "retention.ms")
+    assert r.returncode == 0, r.output
+    eventually(lambda: _eq(value_of(target, topic, "retention.ms"), ("604800000", ConfigSource.DEFAULT_CONFIG)))

@@ -1,4 +1,5 @@
-"""Broker settings: defaults < config file (TOML or YAML) < LOGBROKER_* environment < command-line flags."""
+"""Broker settings: defaults < config file (TOML, YAML or Kafka's server.properties) < LOGBROKER_* environment <
+command-line flags."""
 
 from __future__ import annotations
 
@@ -201,6 +202,8 @@ class _FileSource(PydanticBaseSettingsSource):
     """Values from the file named by `_config_file` (set by `load_settings`)."""
 
     path: Path | None = None
+    notes: list[str] | None = None  # warnings about the file (Kafka properties with no meaning here)
+    names: dict[str, str] = {}  # field -> the key in the file that set it, where they differ
 
     def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:  # pragma: no cover
         return None, field_name, False
@@ -208,10 +211,14 @@ class _FileSource(PydanticBaseSettingsSource):
     def __call__(self) -> dict[str, Any]:
         if _FileSource.path is None:
             return {}
-        return read_config_file(_FileSource.path)
+        return read_config_file(_FileSource.path, _FileSource.notes, _FileSource.names)
 
 
-def read_config_file(path: Path) -> dict[str, Any]:
+def read_config_file(path: Path, notes: list[str] | None = None, names: dict[str, str] | None = None) -> dict[str, Any]:
+    """The settings a file holds. `.properties` files use Kafka's broker property names (see kafka_properties);
+    `notes` receives warnings about them, `names` which property set each setting."""
+    if path.suffix == ".properties":
+        return _read_properties(path, notes, names)
     try:
         text = path.read_text()
     except OSError as exc:
@@ -231,10 +238,34 @@ def read_config_file(path: Path) -> dict[str, Any]:
     return {str(k).replace("-", "_").replace(".", "_"): v for k, v in data.items()}
 
 
-def format_validation_error(exc: ValidationError) -> str:
+def _read_properties(path: Path, notes: list[str] | None, names: dict[str, str] | None) -> dict[str, Any]:
+    from logbroker.kafka_properties import PropertiesError, load_properties
+
+    try:
+        text = path.read_bytes().decode("latin-1")  # java.util.Properties reads ISO-8859-1, as Kafka loads it
+    except OSError as exc:
+        raise ConfigError(f"config file {path}: {exc.strerror}") from None
+    try:
+        loaded = load_properties(text, str(path), frozenset(BrokerSettings.model_fields))
+    except PropertiesError as exc:
+        raise ConfigError(str(exc)) from None
+    if loaded.ignored and notes is not None:
+        notes.append(
+            f"config file {path}: ignoring {len(loaded.ignored)} Kafka properties that have no meaning on one "
+            f"logbroker node: {', '.join(loaded.ignored)}"
+        )
+    if names is not None:
+        names.update({k: v for k, v in loaded.origins.items() if k != v})
+    return loaded.values
+
+
+def format_validation_error(exc: ValidationError, names: dict[str, str] | None = None) -> str:
+    """One line per refused value, naming the setting (and the file's key for it, e.g. a Kafka property)."""
     lines = []
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"]) or "config"
+        if names and key in names:
+            key = f"{names[key]} ({key})"
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
             msg = "unknown setting"
@@ -242,12 +273,15 @@ def format_validation_error(exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
-def load_settings(config_file: Path | None = None, **overrides: Any) -> BrokerSettings:
-    """Build settings from all sources; raises ConfigError naming the bad key."""
-    _FileSource.path = config_file
+def load_settings(
+    config_file: Path | None = None, *, notes: list[str] | None = None, **overrides: Any
+) -> BrokerSettings:
+    """Build settings from all sources; raises ConfigError naming the bad key. `notes` receives warnings about
+    the file (one line listing the Kafka properties that have no meaning here)."""
+    _FileSource.path, _FileSource.notes, _FileSource.names = config_file, notes, {}
     try:
         return BrokerSettings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc)) from None
+        raise ConfigError(format_validation_error(exc, _FileSource.names)) from None
     finally:
-        _FileSource.path = None
+        _FileSource.path, _FileSource.notes, _FileSource.names = None, None, {}

@@ -23,6 +23,9 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.DescribeReplicaLogDirsResult;
+import org.apache.kafka.clients.admin.LogDirDescription;
+import org.apache.kafka.clients.admin.ReplicaInfo;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.CommitFailedException;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
@@ -38,6 +41,7 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionReplica;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.errors.RebalanceInProgressException;
 import org.apache.kafka.common.errors.WakeupException;
@@ -70,6 +74,10 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *          [--count N (-1: until timeout)] [--timeout-ms M]
  * metadata --bootstrap B
  * create-topic --bootstrap B --topic T [--partitions N] [--replication-factor R] [--config k=v]
+ * log-dirs --bootstrap B [--topic T --partition P]...   Admin.describeLogDirs of every broker, or
+ *          describeReplicaLogDirs of the named partitions; one JSON line (see logDirs)
+ * alter-log-dir --bootstrap B --topic T --partition P --path D   Admin.alterReplicaLogDirs on broker
+ *          --broker (default 1); prints {"error":null|"ExceptionClass: message"}
  * group-consume --bootstrap B --topic T --group G [--strategy range|roundrobin|sticky|cooperative-sticky[,..]]
  *          [--instance-id I] [--session-timeout-ms N] [--heartbeat-interval-ms N]
  *          [--group-protocol classic|consumer] [--auto-offset-reset earliest|latest|none]
@@ -115,6 +123,8 @@ public final class ClientTool {
                 case "metadata" -> code = metadata(opts);
                 case "create-topic" -> code = createTopic(opts);
                 case "group-consume" -> code = groupConsume(opts);
+                case "log-dirs" -> code = logDirs(opts);
+                case "alter-log-dir" -> code = alterLogDir(opts);
                 default -> {
                     usage("unknown subcommand " + argv[0]);
                     code = 2;
@@ -135,7 +145,7 @@ public final class ClientTool {
 
     private static void usage(String why) {
         System.err.println("ClientTool: " + why
-                + "\nusage: ClientTool produce|consume|metadata|create-topic|group-consume --bootstrap B ... (see source)");
+                + "\nusage: ClientTool produce|consume|metadata|create-topic|group-consume|log-dirs|alter-log-dir --bootstrap B ... (see source)");
         System.exit(2);
     }
 
@@ -322,6 +332,98 @@ public final class ClientTool {
             NewTopic topic = new NewTopic(o.required("topic"), partitions, rf).configs(configs);
             admin.createTopics(List.of(topic)).all().get(60, TimeUnit.SECONDS);
         }
+        return 0;
+    }
+
+    /**
+     * {"brokers":{"ID":{"DIR":{"error":null|S,"total_bytes":N|null,"usable_bytes":N|null,
+     * "replicas":[{"topic":S,"partition":P,"size":N,"offset_lag":N,"is_future":B}]}}}}; with
+     * --topic/--partition pairs: {"replicas":[{"topic","partition","dir","offset_lag","future_dir"}]}.
+     */
+    private static int logDirs(Opts o) throws Exception {
+        Properties props = o.clientProps();
+        props.putAll(o.properties);
+        Map<String, Object> row = new LinkedHashMap<>();
+        try (Admin admin = Admin.create(props)) {
+            List<String> topics = o.all("topic");
+            List<String> partitions = o.all("partition");
+            if (!topics.isEmpty()) {
+                int broker = Integer.parseInt(o.get("broker", "1"));
+                List<TopicPartitionReplica> replicas = new ArrayList<>();
+                for (int i = 0; i < topics.size(); i++) {
+                    replicas.add(new TopicPartitionReplica(topics.get(i), Integer.parseInt(partitions.get(i)), broker));
+                }
+                List<Object> out = new ArrayList<>();
+                Map<TopicPartitionReplica, DescribeReplicaLogDirsResult.ReplicaLogDirInfo> found =
+                        admin.describeReplicaLogDirs(replicas).all().get(30, TimeUnit.SECONDS);
+                for (TopicPartitionReplica r : replicas) {
+                    DescribeReplicaLogDirsResult.ReplicaLogDirInfo info = found.get(r);
+                    Map<String, Object> m = new LinkedHashMap<>();
+                    m.put("topic", r.topic());
+                    m.put("partition", r.partition());
+                    m.put("dir", info.getCurrentReplicaLogDir());
+                    m.put("offset_lag", info.getCurrentReplicaOffsetLag());
+                    m.put("future_dir", info.getFutureReplicaLogDir());
+                    out.add(m);
+                }
+                row.put("replicas", out);
+            } else {
+                List<Integer> ids = new ArrayList<>();
+                for (Node n : admin.describeCluster().nodes().get(30, TimeUnit.SECONDS)) {
+                    ids.add(n.id());
+                }
+                Map<String, Object> brokers = new TreeMap<>();
+                Map<Integer, Map<String, LogDirDescription>> all =
+                        admin.describeLogDirs(ids).allDescriptions().get(30, TimeUnit.SECONDS);
+                for (Map.Entry<Integer, Map<String, LogDirDescription>> b : all.entrySet()) {
+                    Map<String, Object> dirs = new TreeMap<>();
+                    for (Map.Entry<String, LogDirDescription> d : b.getValue().entrySet()) {
+                        LogDirDescription desc = d.getValue();
+                        Map<String, Object> dir = new LinkedHashMap<>();
+                        dir.put("error", desc.error() == null ? null : desc.error().getClass().getSimpleName());
+                        dir.put("total_bytes", desc.totalBytes().isPresent() ? desc.totalBytes().getAsLong() : null);
+                        dir.put("usable_bytes", desc.usableBytes().isPresent() ? desc.usableBytes().getAsLong() : null);
+                        List<Object> replicas = new ArrayList<>();
+                        for (Map.Entry<TopicPartition, ReplicaInfo> r : desc.replicaInfos().entrySet()) {
+                            Map<String, Object> m = new LinkedHashMap<>();
+                            m.put("topic", r.getKey().topic());
+                            m.put("partition", r.getKey().partition());
+                            m.put("size", r.getValue().size());
+                            m.put("offset_lag", r.getValue().offsetLag());
+                            m.put("is_future", r.getValue().isFuture());
+                            replicas.add(m);
+                        }
+                        dir.put("replicas", replicas);
+                        dirs.put(d.getKey(), dir);
+                    }
+                    brokers.put(String.valueOf(b.getKey()), dirs);
+                }
+                row.put("brokers", brokers);
+            }
+        }
+        PrintWriter out = stdout();
+        out.println(Json.write(row));
+        out.flush();
+        return 0;
+    }
+
+    private static int alterLogDir(Opts o) throws Exception {
+        Properties props = o.clientProps();
+        props.putAll(o.properties);
+        TopicPartitionReplica replica = new TopicPartitionReplica(
+                o.required("topic"), Integer.parseInt(o.required("partition")), Integer.parseInt(o.get("broker", "1")));
+        Map<String, Object> row = new LinkedHashMap<>();
+        try (Admin admin = Admin.create(props)) {
+            try {
+                admin.alterReplicaLogDirs(Map.of(replica, o.required("path"))).all().get(30, TimeUnit.SECONDS);
+                row.put("error", null);
+            } catch (java.util.concurrent.ExecutionException e) {
+                row.put("error", e.getCause().getClass().getSimpleName() + ": " + e.getCause().getMessage());
+            }
+        }
+        PrintWriter out = stdout();
+        out.println(Json.write(row));
+        out.flush();
         return 0;
     }
 

@@ -14,7 +14,13 @@ from logbroker.config import ConfigError, load_settings
 
 
 @click.command()
-@click.option("--config", "config_file", type=click.Path(path_type=Path), help="TOML or YAML settings file.")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(path_type=Path),
+    help="Settings file: TOML, YAML, or Kafka's server.properties (Kafka's broker property names; "
+    "logbroker.<setting> for the rest).",
+)
 @click.option("--data-dir", type=click.Path(path_type=Path), help="Where partition logs live.")
 @click.option("--listen", help="HOST:PORT to accept clients on (default 127.0.0.1:9092).")
 @click.option("--advertised-listener", help="HOST:PORT clients should connect to.")
@@ -26,14 +32,17 @@ from logbroker.config import ConfigError, load_settings
 @click.option("--log-level", help="DEBUG, INFO, WARNING, ERROR.")
 def serve(config_file: Path | None, **flags: object) -> None:
     """Run the embedded broker until SIGTERM or Ctrl-C."""
+    notes: list[str] = []
     try:
-        settings = load_settings(config_file, **flags)
+        settings = load_settings(config_file, notes=notes, **flags)
     except ConfigError as exc:
         click.echo(str(exc), err=True)
         sys.exit(2)
     logging.basicConfig(
         level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
+    for note in notes:
+        logging.getLogger("logbroker.config").warning("%s", note)
     from logbroker.broker import Broker
 
     async def run() -> None:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from logbroker.cli.common import BOOTSTRAP, client, fail
+from logbroker.cli.common import BOOTSTRAP, client, fail, wide_console
+
+if TYPE_CHECKING:
+    from logbroker.client import KafkaClient
 
 
 @click.group()
@@ -54,7 +59,7 @@ def topics_create(
 @BOOTSTRAP
 @click.argument("name")
 def topics_describe(bootstrap: str, name: str) -> None:
-    from rich.console import Console
+    """Partitions (offsets, records, bytes on disk) and configs of a topic."""
     from rich.table import Table
 
     from logbroker.client import BrokerError
@@ -72,19 +77,34 @@ def topics_describe(bootstrap: str, name: str) -> None:
                 )
                 for p in sorted(t.partitions, key=lambda p: p.partition_index)
             ]
+            sizes = _sizes(c, name)
         except BrokerError as exc:
             fail(exc)
-    console = Console()
+    console = wide_console()
     console.print(f"[bold]{name}[/bold]  id={t.topic_id}  partitions={len(offsets)}")
-    table = Table("partition", "leader", "start offset", "end offset", "records")
+    table = Table("partition", "leader", "start offset", "end offset", "records", "size (bytes)")
     for part, leader, lo, hi in offsets:
-        table.add_row(str(part), str(leader), str(lo), str(hi), str(hi - lo))
+        size = sizes.get(part)
+        table.add_row(str(part), str(leader), str(lo), str(hi), str(hi - lo), "-" if size is None else str(size))
     console.print(table)
     ctable = Table("config", "value", "source")
     sources = {1: "topic", 4: "broker", 5: "default"}
     for k, (v, src) in sorted(configs.items()):
         ctable.add_row(k, str(v), sources.get(src, str(src)))
     console.print(ctable)
+
+
+def _sizes(c: KafkaClient, name: str) -> dict[int, int]:
+    """Bytes on disk per partition (DescribeLogDirs); none from a broker that does not serve it."""
+    from logbroker.client import BrokerError
+    from logbroker.protocol.errors import ErrorCode
+
+    try:
+        return c.partition_sizes(name)
+    except BrokerError as exc:
+        if exc.code in (ErrorCode.UNSUPPORTED_VERSION, ErrorCode.CLUSTER_AUTHORIZATION_FAILED):
+            return {}
+        raise
 
 
 @topics.command("delete")

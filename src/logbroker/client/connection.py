@@ -7,7 +7,7 @@ import itertools
 import socket
 import struct
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,7 @@ ApiVersionsRequest = api(ApiKey.ApiVersions).request
 CreateTopicsRequest = api(ApiKey.CreateTopics).request
 DeleteTopicsRequest = api(ApiKey.DeleteTopics).request
 DescribeConfigsRequest = api(ApiKey.DescribeConfigs).request
+DescribeLogDirsRequest = api(ApiKey.DescribeLogDirs).request
 FetchRequest = api(ApiKey.Fetch).request
 ListOffsetsRequest = api(ApiKey.ListOffsets).request
 MetadataRequest = api(ApiKey.Metadata).request
@@ -163,6 +164,18 @@ def parse_bootstrap(bootstrap: str) -> tuple[str, int]:
     return parse_host_port(first, "bootstrap")
 
 
+@dataclass(frozen=True)
+class LogDir:
+    """One log dir of one broker, as DescribeLogDirs reports it (sizes of the current replicas only)."""
+
+    broker: int
+    path: str
+    error: int
+    total_bytes: int | None  # None: the broker answers an older version (before v4) or does not know
+    usable_bytes: int | None
+    sizes: dict[tuple[str, int], int]
+
+
 @dataclass
 class TopicInfo:
     name: str
@@ -291,6 +304,42 @@ class KafkaClient:
         res = self.conn.do(req).results[0]
         check(res.error_code, res.error_message, f"describe configs of {name}")
         return {c.name: (c.value, c.config_source) for c in res.configs}
+
+    def log_dirs(self, topics: Mapping[str, Sequence[int]] | None = None) -> list[LogDir]:
+        """Every broker's log dirs with the size of each partition replica they hold (all partitions, or the
+        named ones). A broker that does not serve DescribeLogDirs raises BrokerError UNSUPPORTED_VERSION."""
+        R = DescribeLogDirsRequest
+        req = R(topics=None if topics is None else [
+            R.DescribableLogDirTopic(topic=t, partitions=list(ps)) for t, ps in topics.items()
+        ])  # fmt: skip
+        out: list[LogDir] = []
+        for b in sorted(self.metadata([]).brokers, key=lambda b: b.node_id):
+            resp = self.node_connection(b.host, b.port).do(req)
+            check(getattr(resp, "error_code", 0), context=f"describe log dirs of broker {b.node_id}")
+            for d in resp.results:
+                sizes = {
+                    (t.name, p.partition_index): p.partition_size
+                    for t in d.topics
+                    for p in t.partitions
+                    if not p.is_future_key
+                }
+                total, usable = getattr(d, "total_bytes", -1), getattr(d, "usable_bytes", -1)
+                out.append(LogDir(b.node_id, d.log_dir, d.error_code, None if total < 0 else total,
+                                  None if usable < 0 else usable, sizes))  # fmt: skip
+        return out
+
+    def partition_sizes(self, topic: str) -> dict[int, int]:
+        """Bytes on disk of each partition's leader replica (partitions a broker did not report are absent)."""
+        md = self.metadata([topic])
+        t = md.topics[0]
+        check(t.error_code, context=f"topic {topic}")
+        leaders = {p.partition_index: p.leader_id for p in t.partitions}
+        sizes: dict[int, int] = {}
+        for d in self.log_dirs({topic: sorted(leaders)}):
+            for (name, p), size in d.sizes.items():
+                if name == topic and leaders.get(p) == d.broker:
+                    sizes[p] = size
+        return sizes
 
     def list_offset(self, topic: str, partition: int, timestamp: int) -> int:
         R = ListOffsetsRequest

@@ -1,0 +1,387 @@
+"""Kafka's own broker property names for `logbroker serve --config server.properties`.
+
+An operator's existing `server.properties` should start logbroker as it is, so this reads the file as Java does
+(`java.util.Properties`: ISO-8859-1, comments, `key=value`/`key: value`/`key value`, escapes, continuation
+lines; the `javaproperties` package implements exactly that) and translates Kafka's names into BrokerSettings
+fields with Kafka's types and precedence rules (`log.retention.ms` over `.minutes` over `.hours`, `log.dirs`
+over `log.dir`, ...). Every key falls in one of four classes, decided here and nowhere else:
+
+- a Kafka name logbroker honours (`KAFKA_NAMES`), or `logbroker.<setting>` for settings Kafka has no name
+  for (`logbroker.fsync=interval`): becomes a setting;
+- a Kafka name with no meaning on one logbroker node (replication, controllers, thread pools, socket buffers,
+  TLS/SASL settings of listeners logbroker does not open, ...): ignored, all of them named in one warning;
+- a Kafka name whose non-default value logbroker cannot honour and must not pretend to (an authorizer, create
+  or alter policies, broker-side recompression): refused, unless it carries Kafka's default;
+- anything else: refused as unknown, every such key named in one error.
+
+Values are checked by Kafka's type rules here (a value Kafka would refuse is refused naming the Kafka key)
+and by BrokerSettings' bounds afterwards, whose messages are reworded to name the Kafka key too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import javaproperties
+
+__all__ = ["IGNORED", "KAFKA_NAMES", "REFUSED_UNLESS_DEFAULT", "Loaded", "PropertiesError", "load_properties"]
+
+_INT = (-(2**31), 2**31 - 1)
+_LONG = (-(2**63), 2**63 - 1)
+_HOUR_MS, _MINUTE_MS = 3_600_000, 60_000
+
+
+class PropertiesError(ValueError):
+    """The file cannot start a broker; the message names every offending key."""
+
+
+@dataclass
+class Loaded:
+    """What a properties file says, in BrokerSettings terms."""
+
+    values: dict[str, Any] = field(default_factory=dict)  # field -> value
+    origins: dict[str, str] = field(default_factory=dict)  # field -> the property (or properties) behind it
+    ignored: list[str] = field(default_factory=list)  # keys that have no effect here, for one warning
+
+
+# ----------------------------------------------------------------------------- Kafka's types
+
+
+def _integer(raw: str, bounds: tuple[int, int], kind: str) -> int:
+    text = raw.strip()
+    if not re.fullmatch(r"[+-]?[0-9]+", text) or not bounds[0] <= int(text) <= bounds[1]:
+        raise ValueError(f"Not a number of type {kind}")
+    return int(text)
+
+
+def _int(raw: str) -> int:
+    return _integer(raw, _INT, "INT")
+
+
+def _long(raw: str) -> int:
+    return _integer(raw, _LONG, "LONG")
+
+
+def _bool(raw: str) -> bool:
+    text = raw.strip().lower()
+    if text not in ("true", "false"):
+        raise ValueError("Expected value to be either true or false")
+    return text == "true"
+
+
+def _double(raw: str) -> float:
+    text = raw.strip()
+    if "_" in text:
+        raise ValueError("Not a number of type DOUBLE")
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError("Not a number of type DOUBLE") from None
+
+
+def _string(raw: str) -> str:
+    return raw.strip()
+
+
+def _list(raw: str) -> str:
+    """A LIST as Kafka splits it (commas, blanks around them), joined back for the setting."""
+    return ",".join(p.strip() for p in raw.strip().split(",") if p.strip())
+
+
+# Kafka broker property -> (BrokerSettings field, parser). Names and types as Kafka 4.4 defines them; the
+# properties handled by rules of their own (listeners, log dirs, ids, retention and roll times) are below.
+KAFKA_NAMES: Mapping[str, tuple[str, Callable[[str], Any]]] = {
+    "num.partitions": ("num_partitions", _int),
+    "auto.create.topics.enable": ("auto_create_topics", _bool),
+    "delete.topic.enable": ("delete_topic_enable", _bool),
+    "message.max.bytes": ("message_max_bytes", _int),
+    "socket.request.max.bytes": ("socket_request_max_bytes", _int),
+    "log.segment.bytes": ("segment_bytes", _int),
+    "log.retention.bytes": ("retention_bytes", _long),
+    "log.retention.check.interval.ms": ("retention_check_interval_ms", _long),
+    "log.cleanup.policy": ("log_cleanup_policy", _list),
+    "log.cleaner.enable": ("log_cleaner_enable", _bool),
+    "log.cleaner.threads": ("log_cleaner_threads", _int),
+    "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", _long),
+    "log.cleaner.dedupe.buffer.size": ("log_cleaner_dedupe_buffer_size", _long),
+    "log.cleaner.io.max.bytes.per.second": ("log_cleaner_io_max_bytes_per_second", _double),
+    "log.cleaner.min.cleanable.ratio": ("log_cleaner_min_cleanable_ratio", _double),
+    "log.cleaner.delete.retention.ms": ("log_cleaner_delete_retention_ms", _long),
+    "log.cleaner.min.compaction.lag.ms": ("log_cleaner_min_compaction_lag_ms", _long),
+    "log.cleaner.max.compaction.lag.ms": ("log_cleaner_max_compaction_lag_ms", _long),
+    "connections.max.idle.ms": ("connections_max_idle_ms", _long),
+    "max.connections": ("max_connections", _int),
+    "max.connections.per.ip": ("max_connections_per_ip", _int),
+    "max.connections.per.ip.overrides": ("max_connections_per_ip_overrides", _string),
+    "fetch.max.bytes": ("fetch_max_bytes", _int),
+    "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", _int),
+    "group.min.session.timeout.ms": ("group_min_session_timeout_ms", _int),
+    "group.max.session.timeout.ms": ("group_max_session_timeout_ms", _int),
+    "group.max.size": ("group_max_size", _int),
+    "group.consumer.session.timeout.ms": ("group_consumer_session_timeout_ms", _int),
+    "group.consumer.heartbeat.interval.ms": ("group_consumer_heartbeat_interval_ms", _int),
+    "group.consumer.max.size": ("group_consumer_max_size", _int),
+    "offsets.retention.minutes": ("offsets_retention_minutes", _int),
+    "offsets.retention.check.interval.ms": ("offsets_retention_check_interval_ms", _long),
+    "log.message.timestamp.before.max.ms": ("message_timestamp_before_max_ms", _long),
+    "log.message.timestamp.after.max.ms": ("message_timestamp_after_max_ms", _long),
+    "producer.id.expiration.ms": ("producer_id_expiration_ms", _int),
+    "producer.id.expiration.check.interval.ms": ("producer_id_expiration_check_interval_ms", _int),
+}
+
+# Handled by the rules in `load_properties`.
+_RULED = {
+    "log.dirs", "log.dir", "listeners", "advertised.listeners", "listener.security.protocol.map",
+    "controller.listener.names", "node.id", "broker.id", "log.retention.ms", "log.retention.minutes",
+    "log.retention.hours", "log.roll.ms", "log.roll.hours",
+}  # fmt: skip
+
+# Kafka names whose value logbroker can only take at Kafka's default: anything else would be a promise broken
+# silently (no ACLs enforced, no policy run, no recompression, no broker-wide LogAppendTime).
+REFUSED_UNLESS_DEFAULT: Mapping[str, tuple[str, str]] = {
+    "authorizer.class.name": ("", "logbroker has no authorizer: every client may do everything"),
+    "create.topic.policy.class.name": ("", "Java policy classes cannot run in logbroker"),
+    "alter.config.policy.class.name": ("", "Java policy classes cannot run in logbroker"),
+    "compression.type": ("producer", "logbroker stores batches as producers compressed them"),
+    "log.message.timestamp.type": ("CreateTime", "set message.timestamp.type per topic instead"),
+    "cordoned.log.dirs": ("", "logbroker has one log dir, which takes new partitions"),
+}
+
+# Kafka names (and prefixes, ending in ".") with no meaning on a single logbroker node.
+_IGNORED_PREFIXES = (
+    "alter.log.dirs.replication.quota.", "config.providers.", "controller.", "delegation.token.",
+    "errors.deadletterqueue.", "group.consumer.", "group.coordinator.", "group.share.", "group.streams.",
+    "kafka.metrics.", "listener.name.", "log.cleaner.io.buffer.", "log.flush.", "log.index.", "log.local.",
+    "log.remote.", "log.roll.jitter.", "metadata.", "metrics.", "offsets.topic.", "password.encoder.",
+    "quota.", "remote.", "replica.", "replication.quota.", "sasl.", "share.coordinator.", "ssl.",
+    "transaction.", "zookeeper.",
+)  # fmt: skip
+_IGNORED_NAMES = {
+    # Cluster roles, replication and leadership: one node is the whole cluster.
+    "process.roles", "inter.broker.listener.name", "security.inter.broker.protocol", "early.start.listeners",
+    "broker.rack", "broker.heartbeat.interval.ms", "broker.session.timeout.ms",
+    "initial.broker.registration.timeout.ms", "controlled.shutdown.enable", "default.replication.factor",
+    "min.insync.replicas", "unclean.leader.election.enable", "auto.leader.rebalance.enable",
+    "leader.imbalance.check.interval.seconds", "num.replica.fetchers", "num.replica.alter.log.dirs.threads",
+    "follower.fetch.last.tiered.offset.enable", "log.dir.failure.timeout.ms",
+    # Threads, queues, buffers, purgatories, index and file tuning: logbroker sizes these itself.
+    "num.network.threads", "num.io.threads", "background.threads", "num.recovery.threads.per.data.dir",
+    "socket.send.buffer.bytes", "socket.receive.buffer.bytes", "socket.listen.backlog.size",
+    "socket.connection.setup.timeout.ms", "socket.connection.setup.timeout.max.ms", "queued.max.requests",
+    "queued.max.request.bytes", "request.timeout.ms", "fetch.purgatory.purge.interval.requests",
+    "producer.purgatory.purge.interval.requests", "delete.records.purgatory.purge.interval.requests",
+    "share.fetch.purgatory.purge.interval.requests", "log.preallocate", "log.segment.delete.delay.ms",
+    "max.incremental.fetch.session.cache.slots", "max.request.partition.size.limit",
+    "max.decompressed.message.bytes", "max.connection.creation.rate", "offset.metadata.max.bytes",
+    "offsets.commit.timeout.ms", "offsets.load.buffer.size", "compression.gzip.level", "compression.lz4.level",
+    "compression.zstd.level",
+    # Security of listeners logbroker does not open, quotas, metrics and plugins it does not load.
+    "principal.builder.class", "connections.max.reauth.ms", "connection.failed.authentication.delay.ms",
+    "security.providers", "client.quota.callback.class", "metric.reporters", "telemetry.max.bytes",
+    "config.providers",
+    # Transactions (not served yet: a transactional producer is refused clearly).
+    "transactional.id.expiration.ms", "add.partitions.to.txn.retry.backoff.ms",
+    "add.partitions.to.txn.retry.backoff.max.ms",
+    # Names of older Kafka versions (ZooKeeper mode, message formats) an operator's file may still carry.
+    "broker.id.generation.enable", "reserved.broker.max.id", "inter.broker.protocol.version",
+    "log.message.format.version", "control.plane.listener.name", "log.message.downconversion.enable",
+    "unstable.api.versions.enable", "unstable.feature.versions.enable",
+}  # fmt: skip
+IGNORED = frozenset(_IGNORED_NAMES)
+
+_DEFAULT_PROTOCOLS = {p: p for p in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")}
+_LISTENER = re.compile(r"^([A-Za-z0-9_]+)://\[?([0-9A-Za-z\-%._:]*?)\]?:(-?[0-9]+)$")
+
+
+def _ignored(key: str) -> bool:
+    return key in IGNORED or key.startswith(_IGNORED_PREFIXES)
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def load_properties(text: str, source: str, setting_names: frozenset[str]) -> Loaded:
+    """Translate a properties file's text into settings; PropertiesError names every key it cannot take.
+
+    `setting_names`: BrokerSettings' fields (for `logbroker.<setting>` keys)."""
+    props: dict[str, str] = javaproperties.loads(text)  # a later duplicate wins, as in Java
+    out = Loaded()
+    problems: list[str] = []
+    unknown: list[str] = []
+
+    def put(setting: str, value: Any, origin: str) -> None:
+        if setting in out.values:
+            problems.append(f"{origin} and {out.origins[setting]} both set {setting}: keep one")
+            return
+        out.values[setting] = value
+        out.origins[setting] = origin
+
+    def parsed(key: str, parse: Callable[[str], Any]) -> Any:
+        try:
+            return parse(props[key])
+        except ValueError as exc:
+            problems.append(f"invalid value {props[key]!r} for {key}: {exc}")
+            return None
+
+    for key, raw in props.items():
+        if key in _RULED:
+            continue
+        if key in KAFKA_NAMES:
+            setting, parse = KAFKA_NAMES[key]
+            if (value := parsed(key, parse)) is not None:
+                put(setting, value, key)
+        elif key.startswith("logbroker."):
+            setting = key.removeprefix("logbroker.").replace(".", "_").replace("-", "_")
+            if setting in setting_names:
+                put(setting, raw.strip(), key)
+            else:
+                unknown.append(key)
+        elif key in REFUSED_UNLESS_DEFAULT:
+            default, why = REFUSED_UNLESS_DEFAULT[key]
+            if raw.strip() != default:
+                problems.append(f"{key}={raw.strip()} cannot be honoured ({why}); only {default!r} is accepted")
+        elif _ignored(key):
+            out.ignored.append(key)
+        else:
+            unknown.append(key)
+
+    _log_dirs(props, put, problems)
+    _node_id(props, put, parsed, problems)
+    _retention(props, put, parsed, problems)
+    _roll(props, put, parsed, problems)
+    _listeners(props, put, problems, out.ignored)
+
+    if unknown:
+        problems.insert(0, f"unknown properties (not Kafka broker configs logbroker knows, nor logbroker.<setting>): "
+                           f"{', '.join(k or repr(k) for k in sorted(unknown))}")  # fmt: skip
+    if problems:
+        raise PropertiesError("\n".join(f"config file {source}: {p}" for p in problems))
+    return out
+
+
+def _log_dirs(props: Mapping[str, str], put: Callable[..., None], problems: list[str]) -> None:
+    """log.dirs, else log.dir (Kafka's precedence); logbroker keeps its data in one directory."""
+    key = "log.dirs" if "log.dirs" in props else "log.dir" if "log.dir" in props else None
+    if key is None:
+        return
+    dirs = [d.strip() for d in props[key].split(",") if d.strip()]
+    if len(dirs) != 1:
+        got = ", ".join(dirs) or "none"
+        problems.append(f"{key}: logbroker keeps its data in exactly one directory, got {len(dirs)}: {got}")
+        return
+    put("data_dir", dirs[0], key)
+
+
+def _node_id(
+    props: Mapping[str, str], put: Callable[..., None], parsed: Callable[..., Any], problems: list[str]
+) -> None:
+    """node.id, or broker.id (its older name); both set must agree, as Kafka requires. broker.id -1 is Kafka's
+    'not set'."""
+    node = parsed("node.id", _int) if "node.id" in props else None
+    broker = parsed("broker.id", _int) if "broker.id" in props else None
+    if broker == -1:
+        broker = None
+    if node is not None and broker is not None and node != broker:
+        problems.append(f"broker.id ({broker}) and node.id ({node}) must be equal")
+    elif node is not None:
+        put("node_id", node, "node.id")
+    elif broker is not None:
+        put("node_id", broker, "broker.id")
+
+
+def _retention(
+    props: Mapping[str, str], put: Callable[..., None], parsed: Callable[..., Any], problems: list[str]
+) -> None:
+    """Kafka's precedence: log.retention.ms over .minutes over .hours; a negative result is -1 (unlimited),
+    0 is refused."""
+    for key, parse, scale in (
+        ("log.retention.ms", _long, 1),
+        ("log.retention.minutes", _int, _MINUTE_MS),
+        ("log.retention.hours", _int, _HOUR_MS),
+    ):
+        if key in props:
+            value = parsed(key, parse)
+            if value is None:
+                return
+            millis = -1 if value * scale < 0 else value * scale
+            if millis == 0:
+                problems.append(f"{key}: log.retention.ms must be unlimited (-1) or, greater than or equal to 1")
+                return
+            put("retention_ms", millis, key)
+            return
+
+
+def _roll(props: Mapping[str, str], put: Callable[..., None], parsed: Callable[..., Any], problems: list[str]) -> None:
+    """log.roll.ms over log.roll.hours (at least 1, as Kafka checks it)."""
+    for key, parse, scale in (("log.roll.ms", _long, 1), ("log.roll.hours", _int, _HOUR_MS)):
+        if key in props:
+            value = parsed(key, parse)
+            if value is not None:
+                if key == "log.roll.hours" and value < 1:
+                    problems.append(f"invalid value {props[key]!r} for {key}: Value must be at least 1")
+                else:
+                    put("segment_ms", value * scale, key)
+            return
+
+
+def _listeners(props: Mapping[str, str], put: Callable[..., None], problems: list[str], ignored: list[str]) -> None:
+    """One PLAINTEXT listener for clients; controller listeners (`controller.listener.names`) mean nothing on
+    one node and are dropped with a warning."""
+    controllers = {n.strip().upper() for n in props.get("controller.listener.names", "").split(",") if n.strip()}
+    if "controller.listener.names" in props:
+        ignored.append("controller.listener.names")
+    protocols = dict(_DEFAULT_PROTOCOLS)
+    if "listener.security.protocol.map" in props:  # replaces Kafka's default map, as in Kafka
+        protocols = {}
+        for item in filter(None, (p.strip() for p in props["listener.security.protocol.map"].split(","))):
+            name, sep, proto = item.partition(":")
+            if not sep or not name.strip() or not proto.strip():
+                problems.append(f"listener.security.protocol.map: {item!r} is not LISTENER_NAME:SECURITY_PROTOCOL")
+                return
+            protocols[name.strip().upper()] = proto.strip().upper()
+    chosen: str | None = None
+    for key, setting in (("listeners", "listen"), ("advertised.listeners", "advertised_listener")):
+        if key not in props:
+            continue
+        parsed: list[tuple[str, str, int]] = []
+        for item in filter(None, (p.strip() for p in props[key].split(","))):
+            m = _LISTENER.match(item)
+            if m is None:
+                problems.append(f"{key}: {item!r} is not LISTENER_NAME://HOST:PORT")
+                return
+            name, host, port = m[1].upper(), m[2], int(m[3])
+            if name in controllers:
+                ignored.append(f"{key} {item} (controller listener)")
+                continue
+            parsed.append((name, host, port))
+        if not parsed:
+            if key == "listeners":
+                problems.append(f"{key}: no listener for clients (only controller listeners)")
+            continue
+        if len(parsed) > 1:
+            names = ", ".join(n for n, _, _ in parsed)
+            problems.append(f"{key}: logbroker serves one listener for now, got {len(parsed)}: {names}")
+            return
+        name, host, port = parsed[0]
+        proto = protocols.get(name)
+        if proto is None:
+            problems.append(f"{key}: listener {name} has no security protocol in listener.security.protocol.map")
+            return
+        if proto != "PLAINTEXT":
+            problems.append(f"{key}: listener {name} uses {proto}; logbroker serves PLAINTEXT only for now")
+            return
+        if chosen is not None and name != chosen:
+            problems.append(f"advertised.listeners names listener {name}, which listeners does not have ({chosen})")
+            return
+        chosen = name
+        if not 0 <= port <= 65535:
+            problems.append(f"{key}: port {port} is out of range")
+            return
+        if key == "listeners":
+            bind = host or "0.0.0.0"  # Kafka: an empty host binds every interface
+            put(setting, f"[{bind}]:{port}" if ":" in bind else f"{bind}:{port}", key)
+        elif host:  # an empty advertised host: Kafka advertises the machine's name; logbroker its own default
+            put(setting, f"[{host}]:{port}" if ":" in host else f"{host}:{port}", key)
