@@ -1,7 +1,7 @@
 """Where Java and the Maven jars are: the Spark face needs them at session start, the test peers
 (``logbroker.testing.peers``) to launch Apache Kafka and the Java client.
 
-``.ci/fetch-jars`` resolves jars into ``<repo>/.ci/cache/jars/<kind>`` (kinds ``kafka``, ``clients``,
+``.ci/fetch-jars`` resolves jars into ``<repo>/.ci/cache/jars/<kind>`` (kinds ``kafka``, ``clients``, ``tools``,
 ``spark``); ``$LOGBROKER_JARS_DIR/<kind>`` wins so CI caches and installed packages can point
 elsewhere. Java is looked up on ``JAVA_HOME``, then ``PATH``.
 """
@@ -37,7 +37,7 @@ def repo_root() -> Path | None:
 
 
 def default_jar_dir(kind: str) -> Path:
-    """Where ``.ci/fetch-jars`` puts jars of ``kind`` (``kafka``, ``clients`` or ``spark``).
+    """Where ``.ci/fetch-jars`` puts jars of ``kind`` (``kafka``, ``clients``, ``tools`` or ``spark``).
 
     ``$LOGBROKER_JARS_DIR/<kind>`` wins so CI caches and installed packages can point
     elsewhere; otherwise ``<repo>/.ci/cache/jars/<kind>``.
