@@ -13,6 +13,7 @@ from pathlib import Path
 from logbroker.protocol.buffers import BufferPool
 from logbroker.protocol.records import BatchHeader, assign_offsets, decode_batch, stamp_log_append_time
 
+from .compaction import complete_swaps
 from .files import FileCache, fsync_dir
 from .producers import BatchMeta, ProducerStateTable
 from .segment import Segment, Truncation
@@ -120,6 +121,7 @@ class PartitionLog:
         segments are kept (Kafka keeps them when it rebuilds one segment's index): their offsets are still
         above the truncated one's, and readers step over the gap as over a compacted range.
         """
+        complete_swaps(self.dir)  # a compaction's swap cut short: finished if committed, else discarded
         bases = sorted(int(p.stem) for p in self.dir.glob("*.log") if p.stem.isdigit())
         for p in self.dir.glob("*.tmp"):
             p.unlink()
