@@ -28,6 +28,7 @@ from .configs import BrokerConfigs
 from .flusher import Flusher
 from .groups.coordinator import Coordinator, CoordinatorConfig
 from .groups.store import GroupStore
+from .log_cleaner import LogCleaner
 from .producer_ids import ProducerIdAllocator
 
 log = logging.getLogger("logbroker.broker")
@@ -60,6 +61,7 @@ class BrokerContext:
         self.cluster_id = ""
         self._logs: LogManager | None = None
         self._configs: BrokerConfigs | None = None
+        self.cleaner: LogCleaner | None = None
         self._groups: Coordinator | None = None
         self._producer_ids: ProducerIdAllocator | None = None
         self._append_waiters: dict[PartitionKey, set[asyncio.Future[None]]] = {}
@@ -91,9 +93,13 @@ class BrokerContext:
         self.configs.alter(scope, values, validate_only)
         if not validate_only:
             self._storage.set_defaults(self.configs.log_defaults())
+            if self.cleaner is not None:
+                self.cleaner.kick()
 
     def alter_topic_configs(self, name: str, overrides: Mapping[str, str], validate_only: bool) -> None:
         self._storage.alter_topic_configs(name, overrides, validate_only)
+        if not validate_only and self.cleaner is not None:
+            self.cleaner.kick()
 
     @property
     def clean_start(self) -> bool:
@@ -125,6 +131,8 @@ class BrokerContext:
         )
         self._groups.start()
         self.flusher.start()
+        self.cleaner = LogCleaner(lambda: self._storage, s)
+        self.cleaner.start()
         self._producer_expiry = asyncio.create_task(self._expire_producers_loop(), name="producer-id-expiry")
 
     def max_open_files(self) -> int:
@@ -145,6 +153,8 @@ class BrokerContext:
         self.begin_stopping()
         if self._producer_expiry is not None:
             self._producer_expiry.cancel()
+        if self.cleaner is not None:
+            await self.cleaner.stop()
         if self._groups is not None:
             await self._groups.stop()
         await self.flusher.close()

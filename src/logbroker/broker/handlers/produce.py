@@ -21,6 +21,7 @@ from logbroker.protocol.records import InvalidBatch
 from logbroker.protocol.validate import (
     RequestRefused,
     first_batch_is_transactional,
+    keyless_records,
     short_first_batch,
     single_batch,
     validate_batch,
@@ -199,6 +200,14 @@ def _append(ctx: BrokerContext, plog: Any, topic: str, index: int, records: Any,
             after_max_ms=cfg.message_timestamp_after_max_ms,
             max_inflated_bytes=ctx.settings.socket_request_max_bytes,
         )
+        if cfg.cleanup_compact and (keyless := keyless_records(batch, header)):
+            why = f"Compacted topic cannot accept message without key in topic partition {topic}-{index}."
+            raise InvalidBatch(
+                f"One or more records have been rejected due to {len(keyless)} record errors in total, and only "
+                f"showing the first error message: {why}",
+                E.INVALID_RECORD,
+                record_errors=[(i, why) for i in keyless],
+            )
         dup = plog.check_duplicates([header])
     except InvalidBatch as exc:
         log.info("refused produce to %s-%d: %s", topic, index, exc)
