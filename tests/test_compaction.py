@@ -141,6 +141,17 @@ def test_compaction_keeps_the_latest_value_of_every_key(quick: str) -> None:
     for m in got:
         latest_read[m.key()] = m.value()
     assert {k: v for k, v in latest_read.items() if v is not None} == {k: v for k, v in want.items() if v is not None}
+    # A consumer positioned inside a removed range continues at the next offset kept.
+    gap = next(o for o in range(offsets[-1]) if o not in set(offsets))  # offset 0 went, at least
+    c = ck.Consumer({"bootstrap.servers": quick, "group.id": unique("gap"), "enable.auto.commit": False})
+    try:
+        c.assign([ck.TopicPartition(topic, 0, gap)])
+        deadline = time.monotonic() + 30
+        while (m := c.poll(0.5)) is None or m.error() is not None:
+            assert time.monotonic() < deadline
+        assert m.offset() == min(o for o in offsets if o > gap)
+    finally:
+        c.close()
 
 
 def test_kill_9_while_cleaning_loses_nothing_compaction_may_not_drop(tmp_path: Any) -> None:
@@ -175,3 +186,31 @@ def test_kill_9_while_cleaning_loses_nothing_compaction_may_not_drop(tmp_path: A
             assert {k: v for k, v in got.items() if v is not None} == live_want
         assert not list((tmp_path / "data" / f"{topic}-0").glob(".cleaning-*"))
     assert "cleaned" in proc.log_path.read_text()
+
+
+def test_compact_and_delete_deletes_old_segments_and_compacts_the_rest(quick: str) -> None:
+    topic = create_topic(quick, unique("both"), config={
+        "cleanup.policy": "compact,delete", "retention.ms": "60000", "segment.ms": "200",
+        "min.cleanable.dirty.ratio": "0.01"})  # fmt: skip
+    old = int(time.time() * 1000) - 120_000
+    produce(quick, topic, [(b"a", b"old-a"), (b"b", b"old-b")], ts=old)
+    time.sleep(0.4)
+    for i in range(3):
+        produce(quick, topic, [(b"c", b"c%d" % i)] * 50)
+        time.sleep(0.4)
+    produce(quick, topic, [(b"d", b"last")])  # rolls the segment before it
+
+    def settled() -> None:
+        got = [(m.key(), m.value()) for m in read_topic(quick, topic)]
+        assert (b"a", b"old-a") not in got and (b"b", b"old-b") not in got, got
+        assert [v for k, v in got if k == b"c"] == [b"c2"], got
+        assert got[-1] == (b"d", b"last")
+
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            settled()
+            return
+        except AssertionError:
+            assert time.monotonic() < deadline
+            time.sleep(1)
