@@ -334,35 +334,17 @@ def _timestamp_errors(errors: list[tuple[int, str]]) -> None:
 
 def keyless_records(batch: memoryview, h: BatchHeader) -> list[int]:
     """Indexes of a validated batch's records that have no key (a compacted topic refuses them)."""
-    codec = h.attributes & 0x07
-    data = batch[HEADER_SIZE:] if codec == Compression.NONE else _inflate(codec, batch[HEADER_SIZE:], LONG_MAX)
-    out = []
-    pos = 0
-    try:
-        for i in range(h.records_count):
-            _size, pos = _varint32(data, pos)
-            pos += 1
-            _ts, pos = _varlong(data, pos)
-            _off, pos = _varint32(data, pos)
-            key_len, pos = _varint32(data, pos)
-            if key_len < 0:
-                out.append(i)
-            pos += max(key_len, 0)
-            n, pos = _varint32(data, pos)
-            pos += max(n, 0)
-            headers, pos = _varint32(data, pos)
-            for _h in range(headers):
-                for _part in range(2):
-                    n, pos = _varint32(data, pos)
-                    pos += max(n, 0)
-    finally:
-        data.release()
-    return out
+    return [i for i, (_off, _ts, key_len) in enumerate(_record_fields(batch, h, h.attributes & 0x07)) if key_len < 0]
 
 
 def _record_deltas(batch: memoryview, h: BatchHeader, codec: int) -> list[tuple[int, int]]:
     """(offset delta, timestamp delta) of each record of a batch already walked: the slow path, for the
     records out of range and for timestamps near the ends of the int64 range."""
+    return [(off, ts) for off, ts, _key_len in _record_fields(batch, h, codec)]
+
+
+def _record_fields(batch: memoryview, h: BatchHeader, codec: int) -> list[tuple[int, int, int]]:
+    """(offset delta, timestamp delta, key length) of each record of a batch already walked."""
     data = batch[HEADER_SIZE:] if codec == Compression.NONE else _inflate(codec, batch[HEADER_SIZE:], LONG_MAX)
     out = []
     pos = 0
@@ -372,15 +354,16 @@ def _record_deltas(batch: memoryview, h: BatchHeader, codec: int) -> list[tuple[
             pos += 1
             ts_delta, pos = _varlong(data, pos)
             offset_delta, pos = _varint32(data, pos)
-            for _part in range(2):
-                n, pos = _varint32(data, pos)
-                pos += max(n, 0)
+            key_len, pos = _varint32(data, pos)
+            pos += max(key_len, 0)
+            n, pos = _varint32(data, pos)
+            pos += max(n, 0)
             headers, pos = _varint32(data, pos)
             for _h in range(headers):
                 for _part in range(2):
                     n, pos = _varint32(data, pos)
                     pos += max(n, 0)
-            out.append((offset_delta, ts_delta))
+            out.append((offset_delta, ts_delta, key_len))
     finally:
         data.release()
     return out
