@@ -64,6 +64,7 @@ def archive_spec(
     max_offsets_per_trigger: int | None = None,
     trigger: str | None = None,
     fail_on_data_loss: bool = True,
+    isolation_level: str | None = None,
     options: dict[str, str] | None = None,
     master: str = "local[*]",
 ) -> PipelineSpec:
@@ -73,7 +74,7 @@ def archive_spec(
         "name": "archive",
         "source": _source(bootstrap, topics, pattern, starting_offsets=starting_offsets,
                           max_offsets_per_trigger=max_offsets_per_trigger, fail_on_data_loss=fail_on_data_loss,
-                          options=options),
+                          isolation_level=isolation_level, options=options),
         "decode": {"format": "raw"},
         "transform": ARCHIVE_SQL,
         "sinks": [{"type": "parquet", "path": out, "partition_by": ["topic", "date"]}],
@@ -97,6 +98,7 @@ def archive(
     progress: bool | Callable[[dict[str, Any]], None] = True,
     timeout: float | None = None,
     fail_on_data_loss: bool = True,
+    isolation_level: str | None = None,
     options: dict[str, str] | None = None,
     master: str = "local[*]",
 ) -> RunResult:
@@ -104,11 +106,12 @@ def archive(
 
     The checkpoint (default ``<out>/_checkpoint``) keeps the offsets: a second run appends only
     what arrived since, and a run killed mid-batch leaves files that no reader of the dataset sees.
+    `isolation_level` (None: the spec's default, read_committed) is the source's; see `KafkaSource`.
     """
     spec = archive_spec(bootstrap, out, topics=topics, pattern=pattern, checkpoint=checkpoint,
                         starting_offsets=starting_offsets, max_offsets_per_trigger=max_offsets_per_trigger,
-                        trigger=trigger, fail_on_data_loss=fail_on_data_loss, options=options,
-                        master=master)  # fmt: skip
+                        trigger=trigger, fail_on_data_loss=fail_on_data_loss, isolation_level=isolation_level,
+                        options=options, master=master)  # fmt: skip
     return run(spec, spark=spark, progress=progress, timeout=timeout)
 
 
@@ -135,6 +138,7 @@ def rollup_spec(
     max_offsets_per_trigger: int | None = None,
     trigger: str | None = None,
     fail_on_data_loss: bool = True,
+    isolation_level: str | None = None,
     options: dict[str, str] | None = None,
     master: str = "local[*]",
 ) -> PipelineSpec:
@@ -144,7 +148,7 @@ def rollup_spec(
         "name": "rollup",
         "source": _source(bootstrap, topics, pattern, starting_offsets=starting_offsets,
                           max_offsets_per_trigger=max_offsets_per_trigger, fail_on_data_loss=fail_on_data_loss,
-                          options=options),
+                          isolation_level=isolation_level, options=options),
         "decode": {"format": "notify"},
         "watermark": {"column": "timestamp", "delay": watermark},
         "transform": rollup_sql(window),
@@ -171,6 +175,7 @@ def rollup(
     trigger: str | None = None,
     timeout: float | None = None,
     fail_on_data_loss: bool = True,
+    isolation_level: str | None = None,
     options: dict[str, str] | None = None,
     master: str = "local[*]",
 ) -> RunResult:
@@ -183,7 +188,8 @@ def rollup(
     spec = rollup_spec(bootstrap, out, topics=topics, pattern=pattern, checkpoint=checkpoint, window=window,
                        watermark=watermark, starting_offsets=starting_offsets,
                        max_offsets_per_trigger=max_offsets_per_trigger, trigger=trigger,
-                       fail_on_data_loss=fail_on_data_loss, options=options, master=master)  # fmt: skip
+                       fail_on_data_loss=fail_on_data_loss, isolation_level=isolation_level, options=options,
+                       master=master)  # fmt: skip
     return run(spec, spark=spark, progress=progress, timeout=timeout)
 
 

@@ -12,6 +12,8 @@ from typing import Any
 
 import click
 
+from logbroker.spark.spec import ISOLATION_LEVEL_HELP
+
 __all__ = ["pipeline"]
 
 
@@ -69,6 +71,13 @@ def _source_options(f: Any) -> Any:
         click.option("--checkpoint", default=None, help="Checkpoint directory (default OUT/_checkpoint)."),
         click.option("--starting-offsets", default="earliest", type=click.Choice(["earliest", "latest"])),
         click.option("--max-offsets-per-trigger", type=int, default=None, help="Rate limit per micro-batch."),
+        click.option(
+            "--isolation-level",
+            type=click.Choice(["read_committed", "read_uncommitted"]),
+            default="read_committed",
+            show_default=True,
+            help=ISOLATION_LEVEL_HELP,
+        ),
         click.option("--processing-time", default=None, help="Run continuously, a batch every INTERVAL."),
         click.option("--timeout", type=float, default=None, help="Stop after this many seconds."),
         click.option("--master", default="local[*]", show_default=True, help="Spark master URL."),

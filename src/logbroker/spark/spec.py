@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 __all__ = [
+    "ISOLATION_LEVEL_HELP",
     "ConsoleSink",
     "Decode",
     "KafkaSource",
@@ -65,8 +66,25 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+IsolationLevel = Literal["read_committed", "read_uncommitted"]
+ISOLATION_LEVEL_OPTION = "kafka.isolation.level"
+ISOLATION_LEVEL_HELP = (
+    "Which records of transactional producers the source reads. read_committed (the default here) reads "
+    "committed transactions only and stops at the last stable offset, so an open transaction holds the "
+    "pipeline back until it ends (at most transaction.timeout.ms); read_uncommitted (Spark's own default) "
+    "reads every record as soon as it is written, aborted ones included. Topics without transactions read "
+    "the same either way."
+)
+
+
 class KafkaSource(_Model):
-    """Spark's Kafka source: one of `topics` (subscribe) or `pattern` (subscribePattern)."""
+    """Spark's Kafka source: one of `topics` (subscribe) or `pattern` (subscribePattern).
+
+    `isolation_level` defaults to read_committed, unlike Spark's connector (read_uncommitted, the Java
+    consumer's default): a pipeline that archives or aggregates a topic written by transactional
+    producers must not keep records whose transaction was aborted, and an exactly-once sink is only as
+    good as its input. logbroker's other consumers (mq, notify: librdkafka) read committed data too.
+    """
 
     kind: Literal["kafka"] = "kafka"
     bootstrap: str
@@ -75,6 +93,7 @@ class KafkaSource(_Model):
     starting_offsets: Literal["earliest", "latest"] | dict[str, dict[str, int]] = "earliest"
     max_offsets_per_trigger: Annotated[int, Field(gt=0)] | None = None
     fail_on_data_loss: bool = True
+    isolation_level: IsolationLevel = Field("read_committed", description=ISOLATION_LEVEL_HELP)
     options: dict[str, str] = {}
 
     @field_validator("topics")
@@ -90,10 +109,23 @@ class KafkaSource(_Model):
             raise ValueError("give exactly one of topics or pattern")
         return self
 
+    @model_validator(mode="after")
+    def _one_isolation_level(self) -> KafkaSource:
+        """Two different levels (the field and the raw connector option) would leave the reader guessing
+        which one Spark used; the option alone is accepted (it is the escape hatch) and wins."""
+        raw = self.options.get(ISOLATION_LEVEL_OPTION)
+        if raw is not None and "isolation_level" in self.model_fields_set and raw != self.isolation_level:
+            raise ValueError(
+                f"@isolation_level: {self.isolation_level} contradicts options.{ISOLATION_LEVEL_OPTION}={raw}; "
+                "give one of them"
+            )
+        return self
+
     def connector_options(self) -> dict[str, str]:
         """The options for ``readStream.format("kafka")``; user `options` win (they are the escape hatch)."""
         opts = {"kafka.bootstrap.servers": self.bootstrap, "includeHeaders": "true",
-                "failOnDataLoss": str(self.fail_on_data_loss).lower()}  # fmt: skip
+                "failOnDataLoss": str(self.fail_on_data_loss).lower(),
+                ISOLATION_LEVEL_OPTION: self.isolation_level}  # fmt: skip
         if self.topics is not None:
             opts["subscribe"] = ",".join(self.topics)
         else:
