@@ -673,3 +673,176 @@ def test_group_ids_in_logs_and_limits() -> None:
     assert not too_long("é" * 16383) and too_long("é" * 16384) and too_long("x" * 32768)
     assert not too_long(None) and not too_long("x" * 32767)
     assert is_blank("") and is_blank(" \t\x00\x1f") and not is_blank(None) and not is_blank("\u00a0")
+
+
+# ---------------------------------------------------------------------------------------------- transactions
+
+
+def _txn(offset: int, commit_ms: int = 1, metadata: str = "") -> Committed:
+    return Committed(offset, -1, metadata, commit_ms)
+
+
+async def txn_commit(
+    coord: Coordinator,
+    group: str,
+    pid: int,
+    offsets: dict[tuple[str, int], Committed],
+    member: str = "",
+    generation: int = -1,
+    instance: str | None = None,
+) -> dict[tuple[str, int], E]:
+    return await coord.txn_commit(group, pid, 0, member, generation, instance, offsets, 4)
+
+
+def _pending_keys(data: Path) -> list[tuple[Any, ...]]:
+    return sorted(k for k in _store_keys(data) if k[0] == "t")
+
+
+@run
+async def test_txn_offsets_pending_until_the_transaction_ends_and_across_restarts(tmp_path: Path) -> None:
+    """Pending transactional offsets are invisible to OffsetFetch and reported unstable; they survive a
+    restart; commit turns them into committed offsets (keeping their commit time), abort drops them, and a
+    repeated completion changes nothing."""
+    async with coordinator(tmp_path) as coord:
+        assert coord.group("g") is None
+        assert await txn_commit(coord, "g", 7, {("t", 0): _txn(10, 111, "m"), ("t", 1): _txn(11, 111)}) == {
+            ("t", 0): E.NONE,
+            ("t", 1): E.NONE,
+        }
+        assert classic(coord).is_empty  # a commit from outside any generation makes a simple group
+        assert await txn_commit(coord, "g", 8, {("t", 2): _txn(20)}) == {("t", 2): E.NONE}
+        await coord.commit("g", {("u", 0): Committed(5, -1, None, 1)})
+        assert coord.fetch_offsets("g", None) == {("u", 0): Committed(5, -1, None, 1)}
+        assert coord.unstable_offsets("g", [("t", 0), ("t", 2), ("t", 3), ("u", 0)]) == {("t", 0), ("t", 2)}
+        assert coord.unstable_offsets("other", [("t", 0)]) == set()
+        assert sorted(coord.pending_groups(7)) == ["g"] and coord.pending_groups(9) == []
+    assert _pending_keys(tmp_path) == [("t", "g", 7, "t", 0), ("t", "g", 7, "t", 1), ("t", "g", 8, "t", 2)]
+    async with coordinator(tmp_path) as coord:
+        assert coord.unstable_offsets("g", [("t", 0), ("t", 1), ("t", 2)]) == {("t", 0), ("t", 1), ("t", 2)}
+        assert set(coord.fetch_offsets("g", None)) == {("u", 0)}
+        await coord.complete_txn(7, ["g"], commit=True)
+        await coord.complete_txn(8, ["g", "unknown"], commit=False)
+        expected = {("t", 0): _txn(10, 111, "m"), ("t", 1): _txn(11, 111), ("u", 0): Committed(5, -1, None, 1)}
+        assert coord.fetch_offsets("g", None) == expected
+        assert coord.unstable_offsets("g", [("t", 0), ("t", 1), ("t", 2)]) == set()
+        await coord.complete_txn(7, ["g"], commit=False)  # a retried marker: nothing left to do
+        await coord.complete_txn(8, ["g"], commit=True)
+        assert coord.fetch_offsets("g", None) == expected
+    assert _pending_keys(tmp_path) == []
+    async with coordinator(tmp_path) as coord:
+        assert coord.fetch_offsets("g", None) == expected
+        # A producer's second write of a partition in one transaction replaces its first.
+        await txn_commit(coord, "g", 9, {("t", 0): _txn(30)})
+        await txn_commit(coord, "g", 9, {("t", 0): _txn(31)})
+        await coord.complete_txn(9, None, commit=True)  # None: every group it has offsets pending in
+        assert coord.fetch_offsets("g", [("t", 0)]) == {("t", 0): _txn(31)}
+
+
+@run
+async def test_txn_offset_commit_checks_follow_kip447(tmp_path: Path) -> None:
+    """Kafka's validateTransactionalOffsetCommit, next to OffsetCommit's own checks where they differ."""
+    async with coordinator(tmp_path, TOPICS, offset_metadata_max_bytes=8, **FAST) as coord:
+        tp = ("t", 0)
+        # Unknown group: created only by a commit from outside any generation; ILLEGAL_GENERATION in every
+        # version otherwise (OffsetCommit v9 says GROUP_ID_NOT_FOUND); the empty id is refused.
+        assert await txn_commit(coord, "new", 1, {tp: _txn(1)}, "m", 3) == {tp: E.ILLEGAL_GENERATION}
+        assert coord.check_commit("new", "m", 3, None, 9) == E.GROUP_ID_NOT_FOUND
+        assert coord.group("new") is None
+        assert await txn_commit(coord, "", 1, {tp: _txn(1)}) == {tp: E.INVALID_GROUP_ID}
+        assert coord.group("") is None
+        # Metadata over offset.metadata.max.bytes (Java chars): that partition only.
+        big = {tp: _txn(1, metadata="x" * 9), ("t", 1): _txn(1, metadata="é" * 8)}
+        assert await txn_commit(coord, "new", 1, big) == {tp: E.OFFSET_METADATA_TOO_LARGE, ("t", 1): E.NONE}
+        assert coord.unstable_offsets("new", [tp, ("t", 1)]) == {("t", 1)}
+
+        # A classic group with a static member, completing its rebalance (no SyncGroup yet).
+        a = await coord.join(join_req(instance="i1"))  # a static member joins at once
+        gen = a.generation
+        assert classic(coord).state == GroupState.COMPLETING
+        assert coord.check_commit("g", a.member_id, gen, "i1") == E.REBALANCE_IN_PROGRESS
+        assert await txn_commit(coord, "g", 1, {tp: _txn(1)}, a.member_id, gen, "i1") == {tp: E.NONE}
+        assert await txn_commit(coord, "g", 1, {tp: _txn(1)}, a.member_id, gen + 1, "i1") == {tp: E.ILLEGAL_GENERATION}
+        assert await txn_commit(coord, "g", 1, {tp: _txn(1)}, "ghost", gen) == {tp: E.UNKNOWN_MEMBER_ID}
+        assert await txn_commit(coord, "g", 1, {tp: _txn(1)}, "ghost", gen, "i1") == {tp: E.FENCED_INSTANCE_ID}
+        assert await txn_commit(coord, "g", 1, {tp: _txn(1)}, a.member_id, gen, "i2") == {tp: E.UNKNOWN_MEMBER_ID}
+        # v0-2 (no member id, generation -1) commit even while the group has members; OffsetCommit may not.
+        assert coord.check_commit("g", "", -1, None) == E.UNKNOWN_MEMBER_ID
+        assert await txn_commit(coord, "g", 2, {tp: _txn(1)}) == {tp: E.NONE}
+        assert coord.check_txn_commit("g", "", -1, None) == E.NONE
+
+        # A KIP-848 group: a stale member epoch is ILLEGAL_GENERATION (OffsetCommit: STALE_MEMBER_EPOCH).
+        r = await coord.consumer_heartbeat(hb(group="k", topics=["t"], owned=set()), "c", "/h")
+        mid = r.member_id or ""
+        assert coord.check_commit("k", mid, r.epoch - 1, None) == E.STALE_MEMBER_EPOCH
+        assert await txn_commit(coord, "k", 1, {tp: _txn(1)}, mid, r.epoch - 1) == {tp: E.ILLEGAL_GENERATION}
+        assert await txn_commit(coord, "k", 1, {tp: _txn(1)}, mid, r.epoch) == {tp: E.NONE}
+        assert await txn_commit(coord, "k", 1, {tp: _txn(1)}, "ghost", r.epoch) == {tp: E.UNKNOWN_MEMBER_ID}
+        assert await txn_commit(coord, "k", 1, {tp: _txn(1)}) == {tp: E.UNKNOWN_MEMBER_ID}  # it has members
+        await coord.consumer_heartbeat(hb(mid, -1, group="k"), "c", "/h")  # the member leaves
+        assert await txn_commit(coord, "k", 2, {tp: _txn(2)}) == {tp: E.NONE}
+
+
+@run
+async def test_txn_offsets_keep_the_most_recent_write(tmp_path: Path) -> None:
+    """Kafka materializes a committed transaction's offset only if it was written after the partition's
+    current committed offset: a plain commit in between, or a later transaction committed first, wins; the
+    decision survives a restart."""
+    tp = ("t", 0)
+    async with coordinator(tmp_path) as coord:
+        await txn_commit(coord, "g", 1, {tp: _txn(10)})
+        await coord.commit("g", {tp: Committed(11, -1, None, 1)})  # written after producer 1's offset
+        await txn_commit(coord, "g", 2, {tp: _txn(20)})
+        await txn_commit(coord, "g", 3, {tp: _txn(30)})
+    async with coordinator(tmp_path) as coord:
+        await coord.complete_txn(1, ["g"], commit=True)
+        assert coord.fetch_offsets("g", [tp]) == {tp: Committed(11, -1, None, 1)}
+        await coord.complete_txn(3, ["g"], commit=True)
+        assert coord.fetch_offsets("g", [tp]) == {tp: _txn(30)}
+        assert coord.unstable_offsets("g", [tp]) == {tp}  # producer 2 is still open
+    async with coordinator(tmp_path) as coord:
+        await coord.complete_txn(2, ["g"], commit=True)  # older than producer 3's, committed already
+        assert coord.fetch_offsets("g", [tp]) == {tp: _txn(30)}
+        # An abort of a later write leaves an earlier transaction free to commit.
+        await txn_commit(coord, "g", 4, {tp: _txn(40)})
+        await txn_commit(coord, "g", 5, {tp: _txn(50)})
+        await coord.complete_txn(5, ["g"], commit=False)
+        await coord.complete_txn(4, ["g"], commit=True)
+        assert coord.fetch_offsets("g", [tp]) == {tp: _txn(40)}
+    assert _pending_keys(tmp_path) == []
+
+
+@run
+async def test_pending_txn_offsets_with_deletion_and_expiry(tmp_path: Path) -> None:
+    """Kafka's rules: an offset with a transactional offset pending does not expire, nor does a group with an
+    open transaction; OffsetDelete, DeleteGroups and topic deletion take pending offsets with them."""
+    day = 24 * 3600 * 1000
+    old = int(time.time() * 1000) - 2 * day
+    async with coordinator(tmp_path, offsets_retention_ms=day) as coord:
+        await coord.commit("s", {("t", 0): Committed(1, -1, None, old), ("t", 1): Committed(1, -1, None, old)})
+        await txn_commit(coord, "s", 1, {("t", 0): _txn(2, old)})
+        await txn_commit(coord, "only-pending", 2, {("t", 0): _txn(2, old)})
+        await coord.expire_offsets()
+        assert set(coord.fetch_offsets("s", None)) == {("t", 0)}  # ("t", 1) expired, ("t", 0) waits
+        assert coord.group("only-pending") is not None
+        await coord.complete_txn(1, ["s"], commit=False)
+        await coord.complete_txn(2, ["only-pending"], commit=False)
+        await coord.expire_offsets()  # nothing pending any more: the old offset and both groups go
+        assert coord.group("s") is None and coord.group("only-pending") is None
+
+        await txn_commit(coord, "d", 1, {("t", 0): _txn(1), ("t", 1): _txn(1), ("u", 0): _txn(1)})
+        await txn_commit(coord, "d", 2, {("t", 0): _txn(2)})
+        assert await coord.delete_offsets("d", [("t", 0)]) == {("t", 0): E.NONE}
+        coord.forget_topic("u")
+        await asyncio.sleep(0.01)  # forget_topic persists in the background
+        assert coord.unstable_offsets("d", [("t", 0), ("t", 1), ("u", 0)]) == {("t", 1)}
+        # Producer 2's transaction is still open in the group (Kafka keeps it so): the group is not expired.
+        await coord.complete_txn(1, ["d"], commit=False)
+        await coord.expire_offsets()
+        assert coord.group("d") is not None
+        await coord.complete_txn(2, ["d"], commit=True)
+        assert coord.fetch_offsets("d", None) == {}
+        await txn_commit(coord, "e", 3, {("t", 0): _txn(1)})
+        assert await coord.delete_group("e") == E.NONE  # an empty group goes, pending offsets or not
+        await coord.complete_txn(3, ["e"], commit=True)
+        assert coord.group("e") is None
+    assert _pending_keys(tmp_path) == []

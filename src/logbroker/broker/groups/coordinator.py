@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 from logbroker.protocol.errors import ErrorCode as E
 from logbroker.storage import PartitionLog
@@ -33,11 +33,13 @@ from .model import (
     JoinResult,
     LeaveResult,
     MemberLeft,
+    PendingOffset,
     SyncResult,
     TopicPartition,
     for_log,
     now_ms,
 )
+from .offsets import metadata_too_large, store_pending
 from .store import GroupStore, Record, group_key
 
 __all__ = ["Coordinator", "CoordinatorConfig"]
@@ -69,6 +71,7 @@ class Coordinator:
         )
         self._persist_cb = persist  # awaits the broker's fsync policy for a written log
         self._sweeper: asyncio.Task[None] | None = None
+        self._txn_seq = 0  # orders pending transactional writes (see model.PendingOffset)
         self._load()
 
     def group(self, group_id: str) -> Group | None:
@@ -89,6 +92,7 @@ class Coordinator:
                 old = self._groups.get(gid)
                 if old is not None:  # its offsets came first in the log
                     cg.offsets = old.offsets
+                    cg.txn_offsets = old.txn_offsets
                 cg.persisted = True
                 self._groups[gid] = cg
                 self.consumer.resume(cg)
@@ -96,6 +100,10 @@ class Coordinator:
             g = self._groups.setdefault(gid, ClassicGroup(gid))
             if kind == "o":
                 g.offsets[(key[2], key[3])] = Committed.from_json(value)
+            elif kind == "t":
+                po = PendingOffset.from_json(value)
+                g.txn_offsets.setdefault(key[2], {})[(key[3], key[4])] = po
+                self._txn_seq = max(self._txn_seq, po.seq + 1)
             elif kind == "g" and isinstance(g, ClassicGroup):
                 g.restore(value)
                 g.persisted = True
@@ -194,7 +202,9 @@ class Coordinator:
         if isinstance(g, ConsumerGroup):
             if g.members:
                 return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id)
-            g = self._groups[req.group_id] = ClassicGroup(req.group_id, offsets=g.offsets, persisted=g.persisted)
+            g = self._groups[req.group_id] = ClassicGroup(
+                req.group_id, offsets=g.offsets, txn_offsets=g.txn_offsets, persisted=g.persisted
+            )
         if g is None:
             if req.member_id:
                 return JoinResult(E.UNKNOWN_MEMBER_ID, member_id=req.member_id)
@@ -252,7 +262,8 @@ class Coordinator:
         if isinstance(g, ClassicGroup):
             if epoch != 0 or not g.is_empty:
                 return HeartbeatResult(E.GROUP_ID_NOT_FOUND, message=_not_consumer(g, epoch))
-            cg = ConsumerGroup(gid, offsets=g.offsets, persisted=g.persisted)  # joins the table if all goes well
+            # joins the table if all goes well
+            cg = ConsumerGroup(gid, offsets=g.offsets, txn_offsets=g.txn_offsets, persisted=g.persisted)
         elif g is None:
             if epoch != 0:
                 which = "Group" if epoch < 0 else "Consumer group"
@@ -288,7 +299,76 @@ class Coordinator:
         await self._persist(offsets.commit(g, committed))
 
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None) -> dict[TopicPartition, Committed]:
+        """Committed offsets only: pending transactional ones are not visible."""
         return offsets.fetch(self._groups.get(group_id), partitions)
+
+    def unstable_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
+        """Those of `partitions` with transactional offsets pending: what a `require_stable` OffsetFetch (v7+,
+        read_committed consumers) answers UNSTABLE_OFFSET_COMMIT for, so they wait rather than start from
+        the offset the transaction is about to replace."""
+        return offsets.unstable(self._groups.get(group_id), partitions)
+
+    # ------------------------------------------------------------------ transactional offsets
+
+    def check_txn_commit(self, group_id: str, member_id: str, generation_id: int, group_instance_id: str | None) -> E:
+        """TxnOffsetCommit's group check alone (no change): INVALID_GROUP_ID for the empty id (Kafka's group
+        coordinator refuses it here, unlike OffsetCommit), then Kafka's KIP-447 member checks."""
+        if not group_id:
+            return E.INVALID_GROUP_ID
+        return offsets.check_txn_commit(self._groups.get(group_id), member_id, generation_id, group_instance_id)
+
+    async def txn_commit(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        generation_id: int,
+        group_instance_id: str | None,
+        offsets: dict[TopicPartition, Committed],
+        version: int,
+    ) -> dict[TopicPartition, E]:
+        """TxnOffsetCommit: store `offsets` as pending for the producer's transaction, durably before it
+        returns; they become committed (or are dropped) by `complete_txn`. A group-level refusal is every
+        partition's error; metadata over offset.metadata.max.bytes is OFFSET_METADATA_TOO_LARGE for its
+        partition. As in Kafka, an accepted commit to an unknown group creates a simple (memberless) one.
+        `producer_epoch` and `version` are checked elsewhere (the transaction coordinator) or do not change
+        the group rules; they are taken so the call carries the whole request."""
+        err = self.check_txn_commit(group_id, member_id, generation_id, group_instance_id)
+        if err != E.NONE:
+            return dict.fromkeys(offsets, err)
+        limit = self.config.offset_metadata_max_bytes
+        result: dict[TopicPartition, E] = {}
+        accepted: dict[TopicPartition, Committed] = {}
+        for tp, c in offsets.items():  # (`offsets` is the parameter here, not the module)
+            if metadata_too_large(c.metadata, limit):
+                result[tp] = E.OFFSET_METADATA_TOO_LARGE
+            else:
+                result[tp] = E.NONE
+                accepted[tp] = c
+        g = self._groups.get(group_id)
+        if g is None:
+            g = self._groups[group_id] = ClassicGroup(group_id, empty_since_ms=now_ms())
+        if accepted:
+            seq, self._txn_seq = self._txn_seq, self._txn_seq + 1
+            await self._persist(store_pending(g, producer_id, accepted, seq))
+        return result
+
+    async def complete_txn(self, producer_id: int, group_ids: Iterable[str] | None, commit: bool) -> None:
+        """The end of a producer's transaction in these groups (None: every group it has offsets pending in):
+        commit moves its pending offsets into the committed ones, abort drops them; durable before it
+        returns. Idempotent: a second call (a retried marker after a crash) finds nothing left to do."""
+        ids = self.pending_groups(producer_id) if group_ids is None else group_ids
+        records: list[Record] = []
+        for gid in dict.fromkeys(ids):
+            g = self._groups.get(gid)
+            if g is not None:
+                records += offsets.complete(g, producer_id, commit)
+        await self._persist(records)
+
+    def pending_groups(self, producer_id: int) -> list[str]:
+        """Groups where this producer has an open transaction (offsets pending), e.g. for recovery checks."""
+        return [gid for gid, g in self._groups.items() if producer_id in g.txn_offsets]
 
     async def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> dict[TopicPartition, E]:
         """OffsetDelete; raises GroupError(GROUP_ID_NOT_FOUND) for an unknown group."""

@@ -110,6 +110,25 @@ class Committed:
         return cls(*value)
 
 
+@dataclass
+class PendingOffset:
+    """A transactional offset (TxnOffsetCommit) waiting for its transaction to end: invisible to OffsetFetch
+    until then. Kafka keeps the most recent write when transactional and plain commits of one partition mix
+    (it compares record offsets); `seq` orders pending writes and `stale` marks one that a later commit
+    (plain, or another transaction's materialized one) has already superseded."""
+
+    committed: Committed
+    seq: int
+    stale: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"c": self.committed.to_json(), "seq": self.seq, "stale": self.stale}
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> PendingOffset:
+        return cls(Committed.from_json(value["c"]), value["seq"], value.get("stale", False))
+
+
 # ---------------------------------------------------------------------------------------------- classic
 
 
@@ -346,6 +365,9 @@ class GroupBase:
 
     group_id: str
     offsets: dict[TopicPartition, Committed] = field(default_factory=dict)
+    # producer id -> its transaction's pending offsets; a key with no offsets still counts as an open
+    # transaction (an OffsetDelete removed them), which keeps an empty group from being expired
+    txn_offsets: dict[int, dict[TopicPartition, PendingOffset]] = field(default_factory=dict)
     empty_since_ms: int = 0  # wall clock; offsets retention counts from here
     persisted: bool = False  # a group record is in the store (its deletion needs a tombstone)
 

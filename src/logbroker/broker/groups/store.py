@@ -1,7 +1,8 @@
 """Durable group state: an internal log of offset-commit and group-metadata records.
 
-Each record's key names what it describes (`["o", group, topic, partition]` or `["g", group]`) and its
-value is JSON, or null for a deletion. The log is a `storage.internal.InternalLog` under `<data>/__groups/`:
+Each record's key names what it describes (`["o", group, topic, partition]`, `["g", group]`, or
+`["t", group, producer id, topic, partition]` for a transaction's pending offset) and its value is JSON, or
+null for a deletion. The log is a `storage.internal.InternalLog` under `<data>/__groups/`:
 replayed on start (last record per key wins), rewritten when it holds many superseded records, and
 recovered from damage (a damaged batch is skipped and reported, never a reason not to start). Appends go
 through the same partition log and fsync policy as topic data, so an acknowledged commit survives kill -9.
@@ -13,13 +14,17 @@ from pathlib import Path
 
 from logbroker.storage.internal import COMPACT_MIN_RECORDS, InternalLog, Key, Record
 
-__all__ = ["COMPACT_MIN_RECORDS", "STORE_DIR", "GroupStore", "Key", "Record", "group_key", "offset_key"]
+__all__ = ["COMPACT_MIN_RECORDS", "STORE_DIR", "GroupStore", "Key", "Record", "group_key", "offset_key", "pending_key"]
 
 STORE_DIR = "__groups"
 
 
 def offset_key(group_id: str, topic: str, partition: int) -> Key:
     return ("o", group_id, topic, partition)
+
+
+def pending_key(group_id: str, producer_id: int, topic: str, partition: int) -> Key:
+    return ("t", group_id, producer_id, topic, partition)
 
 
 def group_key(group_id: str) -> Key:

@@ -1,10 +1,17 @@
-"""OffsetFetch (9): one group (v0-7) or several (v8+); unknown partitions answer offset -1."""
+"""OffsetFetch (9): one group (v0-7) or several (v8+); unknown partitions answer offset -1.
+
+With `require_stable` (v7+, set by read_committed consumers) a partition whose group has transactional offsets
+pending answers UNSTABLE_OFFSET_COMMIT with offset -1, per partition in every version (Kafka's
+OffsetMetadataManager.fetchOffsets/fetchAllOffsets): the consumer retries rather than start from the offset
+the transaction is about to replace. A fetch of all partitions lists only committed ones, as in Kafka.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from logbroker.protocol import ApiKey, Request, api
+from logbroker.protocol import ErrorCode as E
 
 from ..context import BrokerContext, NoResponse
 from ..dispatch import handles
@@ -13,16 +20,25 @@ API = api(ApiKey.OffsetFetch)
 R = API.response
 
 
-def _lookup(ctx: BrokerContext, group_id: str, topics: Any) -> list[tuple[str, list[tuple[int, int, int, str | None]]]]:
+Row = tuple[int, int, int, str | None, int]  # partition, offset, leader epoch, metadata, error code
+
+
+def _lookup(ctx: BrokerContext, group_id: str, topics: Any, require_stable: bool) -> list[tuple[str, list[Row]]]:
     wanted = None
     if topics is not None:
         wanted = [(t.name, p) for t in topics for p in t.partition_indexes]
     found = ctx.groups.fetch_offsets(group_id, wanted)
-    by_topic: dict[str, list[tuple[int, int, int, str | None]]] = {}
     keys = wanted if wanted is not None else sorted(found)
+    unstable = ctx.groups.unstable_offsets(group_id, keys) if require_stable else set()
+    by_topic: dict[str, list[Row]] = {}
     for t, p in keys:
         c = found.get((t, p))
-        row = (p, c.offset, c.leader_epoch, c.metadata) if c else (p, -1, -1, "")
+        if (t, p) in unstable:
+            row: Row = (p, -1, -1, "", int(E.UNSTABLE_OFFSET_COMMIT))
+        elif c is None:
+            row = (p, -1, -1, "", 0)
+        else:
+            row = (p, c.offset, c.leader_epoch, c.metadata, 0)
         by_topic.setdefault(t, []).append(row)
     return list(by_topic.items())
 
@@ -30,6 +46,7 @@ def _lookup(ctx: BrokerContext, group_id: str, topics: Any) -> list[tuple[str, l
 @handles(ApiKey.OffsetFetch, 0, 9, rejected_below=1)
 def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     b = req.body
+    stable = req.version >= 7 and bool(b.require_stable)
     if req.version >= 8:
         groups = []
         for g in b.groups:
@@ -40,12 +57,12 @@ def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
                     name=name,
                     partitions=[
                         T.OffsetFetchResponsePartitions(
-                            partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m, error_code=0
+                            partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m, error_code=err
                         )
-                        for p, o, e, m in rows
+                        for p, o, e, m, err in rows
                     ],
                 )
-                for name, rows in _lookup(ctx, g.group_id, g.topics)
+                for name, rows in _lookup(ctx, g.group_id, g.topics, stable)
             ]
             groups.append(G(group_id=g.group_id, topics=topics, error_code=0))
         return R(throttle_time_ms=0, groups=groups)
@@ -55,11 +72,11 @@ def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
             name=name,
             partitions=[
                 T.OffsetFetchResponsePartition(
-                    partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m, error_code=0
+                    partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m, error_code=err
                 )
-                for p, o, e, m in rows
+                for p, o, e, m, err in rows
             ],
         )
-        for name, rows in _lookup(ctx, b.group_id, b.topics)
+        for name, rows in _lookup(ctx, b.group_id, b.topics, stable)
     ]
     return R(throttle_time_ms=0, topics=topics, error_code=0)
