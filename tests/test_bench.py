@@ -87,6 +87,7 @@ def test_bench_end_to_end_against_logbroker(tmp_path: Path, logbroker_serve_avai
         records_100b=2000,
         records_1kb=2000,
         latency_samples=30,
+        transactions=20,
         out_dir=tmp_path,
         console=_quiet_console(),
     )
@@ -162,3 +163,59 @@ def test_bench_group_workloads_against_logbroker(tmp_path: Path, logbroker_serve
     assert p["group_rebalance_consumer_config"]["heartbeat.interval.ms"] == bench.REBALANCE_HEARTBEAT_MS
     assert results["targets"]["logbroker"]["metrics"] == res["metrics"]
     assert (tmp_path / "results.png").is_file()
+
+
+# ------------------------------------------------------------------------------------ transactions workload
+
+
+def test_transaction_metrics_rows_and_panel(tmp_path: Path) -> None:
+    txn = [m for m in bench.METRICS if m.workload == "transactions"]
+    assert [m.key for m in txn] == ["txn_commits_per_s", "txn_consume_records_per_s", "txn_consume_MB_per_s"]
+    assert all(m.higher_is_better for m in txn)
+    results = _synthetic_results()
+    results["parameters"].update(workloads=["transactions"], transactions=200, transaction_records=10)
+    for res in results["targets"].values():
+        res["metrics"] = {k: v for k, v in res["metrics"].items() if k in {m.key for m in txn}}
+    results["ratios"] = bench._ratios(results)
+    console = _quiet_console()
+    console.print(bench.render_table(results))
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "transactions committed txn/s" in text and "read_committed consume MB/s" in text
+    assert "200 transactions x 10 x 1KB" in text and "produce" not in text
+    pytest.importorskip("matplotlib")
+    png = bench.write_chart(results, tmp_path / "txn.png")
+    assert png is not None and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _txn_target(name: str) -> bench.Target:
+    if name == "logbroker":
+        return bench.logbroker_target()
+    from support import missing_tool
+
+    target = bench.kafka_target()
+    if isinstance(target, str):
+        missing_tool(target)
+    assert isinstance(target, bench.Target)
+    return target
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("name", ["logbroker", "kafka"])
+def test_bench_transactions_workload(tmp_path: Path, name: str, logbroker_serve_available: None) -> None:
+    """Tiny counts: the workload runs on the broker, commits every timed transaction and reads back
+    exactly the committed records (it fails on an aborted record or a missing one)."""
+    results = bench.run_bench([_txn_target(name)], workloads="transactions", transactions=15, out_dir=tmp_path,
+                              console=_quiet_console())  # fmt: skip
+    res = json.loads((tmp_path / "results.json").read_text())["targets"][name]
+    assert res["status"] == "ok", res.get("error")
+    assert "transactions skipped" not in res["notes"], res["notes"]
+    assert set(res["metrics"]) == {"txn_commits_per_s", "txn_consume_records_per_s", "txn_consume_MB_per_s"}
+    assert all(v > 0 for v in res["metrics"].values()), res["metrics"]
+    prod, cons = res["details"]["transactions"], res["details"]["transactions_consume"]
+    assert prod["transactions"] == 15 and prod["stopped_by"] == "count"
+    assert prod["commit_p50_ms"] > 0 and prod["committed_records"] == (15 + 2) * 10
+    assert cons["records"] == prod["committed_records"] and cons["bytes"] == cons["records"] * 1024
+    p = results["parameters"]
+    assert (p["transactions"], p["records_100B"], p["latency_samples"]) == (15, 0, 0)
+    assert p["transaction_consumer_config"]["isolation.level"] == "read_committed"
+    assert "transactional.id" in p["transaction_producer_config"]

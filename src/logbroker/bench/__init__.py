@@ -1,4 +1,4 @@
-"""Side-by-side produce/consume throughput, acks=all latency and consumer-group benchmark.
+"""Side-by-side produce/consume throughput, acks=all latency, consumer-group and transactions benchmark.
 
 Every target (logbroker itself and the reference peers Tansu and Apache Kafka) is driven by the
 same confluent-kafka (librdkafka) client code with the same settings, one target after another,
@@ -23,6 +23,12 @@ Workloads (``--workloads``, all by default):
     The members use ``heartbeat.interval.ms=100`` (else default settings): existing members learn
     of a rebalance from a heartbeat, and the default 3 s interval would add a random 0-3 s wait that
     buries the broker's share of the time.
+* ``transactions``: committed transactions per second, each ``begin``, 10 produces of 1 KB and
+  ``commit`` on one transactional producer, one after another (2000 of them, 200 with ``--quick``,
+  at most 60 s), then a ``read_committed`` consumer reading them back (records/s, MB/s). An aborted
+  transaction and a committed one follow the timed ones, untimed: the read-back fails if it sees a
+  record of the aborted one or misses a committed one. A broker without transactions is noted
+  ("transactions skipped") and its other numbers stand.
 
 The library entry point is :func:`run_bench`; ``logbroker bench`` and ``benchmarks/run_bench.py``
 are thin wrappers around it. Results land in ``OUT/results.json`` (machine, versions, parameters

@@ -62,6 +62,25 @@ def consumer_config(bootstrap: str) -> dict[str, Any]:
     }
 
 
+def txn_producer_config(bootstrap: str, transactional_id: str) -> dict[str, Any]:
+    """Transactional producer: a transaction is 10 records and a commit, sent at once (commit flushes,
+    so lingering would only add delay); acks=all and idempotence are what transactions imply."""
+    return {
+        "bootstrap.servers": bootstrap,
+        "transactional.id": transactional_id,
+        "acks": "all",
+        "linger.ms": 0,
+        "compression.type": "none",
+        "delivery.report.only.error": True,
+    }
+
+
+def txn_consumer_config(bootstrap: str) -> dict[str, Any]:
+    """Read-back consumer of the transactions workload: read_committed said explicitly (it is
+    librdkafka's default, not the Java client's)."""
+    return {**consumer_config(bootstrap), "isolation.level": "read_committed"}
+
+
 def _with_logger(conf: dict[str, Any]) -> dict[str, Any]:
     # librdkafka logs (connection refused while a broker boots, etc.) go to a file instead of
     # scribbling over the progress bar.

@@ -32,6 +32,8 @@ from logbroker.bench.clients import (
     latency_producer_config,
     producer_config,
     rebalance_consumer_config,
+    txn_consumer_config,
+    txn_producer_config,
     wait_ready,
 )
 from logbroker.bench.model import (
@@ -41,6 +43,7 @@ from logbroker.bench.model import (
     DEFAULT_LATENCY_SAMPLES,
     DEFAULT_RECORDS_1KB,
     DEFAULT_RECORDS_100B,
+    DEFAULT_TRANSACTIONS,
     LATENCY_WARMUP,
     MB,
     METRICS,
@@ -50,6 +53,9 @@ from logbroker.bench.model import (
     REBALANCE_MEMBERS,
     REBALANCE_PARTITIONS,
     RECORD_SIZES,
+    TXN_MAX_SECONDS,
+    TXN_RECORD_SIZE,
+    TXN_RECORDS,
     Target,
     _Unavailable,
     parse_targets,
@@ -59,11 +65,14 @@ from logbroker.bench.report import _profile_report, _ratios, machine_info, rende
 from logbroker.bench.targets import kafka_target, logbroker_target, tansu_target
 from logbroker.bench.workloads import (
     ProgressFn,
+    TransactionsUnsupported,
+    consume_read_committed,
     consume_throughput,
     first_assignment,
     initial_rebalance_delay,
     produce_latency,
     produce_throughput,
+    produce_transactions,
     rebalance_join,
 )
 
@@ -82,6 +91,7 @@ def _run_target(
     step_task: Any,
     overall_task: Any,
     group_samples: tuple[int, int] = (0, 0),
+    transactions: int = 0,
 ) -> dict[str, Any]:
     res: dict[str, Any] = {"status": "ok", "notes": target.notes, "metrics": {}, "details": {}}
     metrics: dict[str, float] = res["metrics"]
@@ -134,6 +144,9 @@ def _run_target(
             progress.advance(overall_task)
             if any(group_samples):
                 _run_groups(target, res, bootstrap, run_id, group_samples, step)
+                progress.advance(overall_task)
+            if transactions > 0:
+                _run_transactions(res, bootstrap, run_id, transactions, step)
                 progress.advance(overall_task)
     except _Unavailable as exc:
         res["status"] = "skipped"
@@ -188,6 +201,33 @@ def _run_groups(
         metrics["group_rebalance_ms"] = reb["median_ms"]
 
 
+def _run_transactions(
+    res: dict[str, Any], bootstrap: str, run_id: str, count: int, step: Callable[[str, int], ProgressFn]
+) -> None:
+    """Committed transactions per second, then a read_committed consumer reading them back. A broker
+    without transactions is noted and left out of these rows (the target's other numbers stand)."""
+    metrics: dict[str, float] = res["metrics"]
+    details: dict[str, Any] = res["details"]
+    topic = f"bench-txn-{run_id}"
+    details["topic_transactions_created_by"] = create_topic(bootstrap, topic)
+    gc.collect()
+    try:
+        prod = produce_transactions(bootstrap, topic, count, TXN_RECORDS, TXN_RECORD_SIZE, TXN_MAX_SECONDS,
+                                    step(f"transactions x{TXN_RECORDS} 1KB", count))  # fmt: skip
+    except TransactionsUnsupported as exc:
+        details["transactions"] = {"skipped": str(exc)}
+        res["notes"] = "; ".join(n for n in (res.get("notes"), f"transactions skipped: {exc}") if n)
+        return
+    details["transactions"] = prod
+    metrics["txn_commits_per_s"] = prod["transactions_per_s"]
+    gc.collect()
+    n = prod["committed_records"]
+    cons = consume_read_committed(bootstrap, topic, n, TXN_RECORD_SIZE, step("read_committed consume", n))
+    details["transactions_consume"] = cons
+    metrics["txn_consume_records_per_s"] = cons["records_per_s"]
+    metrics["txn_consume_MB_per_s"] = cons["MB_per_s"]
+
+
 def run_bench(
     targets: str | Sequence[str | Target] = ALL_TARGETS,
     *,
@@ -203,6 +243,7 @@ def run_bench(
     console: Console | None = None,
     workloads: str | Sequence[str] | None = None,
     group_samples: tuple[int, int] | None = None,
+    transactions: int | None = None,
 ) -> dict[str, Any]:
     """Benchmark each target in turn and write ``results.json`` / ``results.png`` to ``out_dir``.
 
@@ -222,6 +263,8 @@ def run_bench(
             out ``throughput`` or ``latency`` sets its counts to 0.
         group_samples: (first-assignment samples, rebalance samples); default (7, 5), quick (3, 2);
             0 skips that measurement.
+        transactions: committed transactions (of ``TXN_RECORDS`` 1 KB records) to time; default
+            2000, quick 200; at most ``TXN_MAX_SECONDS`` of them; 0 skips the workload.
 
     Returns the results dict that was written to ``results.json``. Unavailable peers are
     skipped with a note; a failing target is recorded as failed and the run goes on.
@@ -249,6 +292,9 @@ def run_bench(
         n_groups = (max(0, group_samples[0]), max(0, group_samples[1]))
     else:
         n_groups = QUICK_GROUP_SAMPLES if quick else DEFAULT_GROUP_SAMPLES
+    n_txn = DEFAULT_TRANSACTIONS // div if transactions is None else max(0, transactions)
+    if "transactions" not in selected:
+        n_txn = 0
     prof_path = out / "logbroker.prof" if profile else None
     if prof_path is not None and prof_path.exists():
         prof_path.unlink()
@@ -291,6 +337,12 @@ def run_bench(
             "group_rebalance_partitions": REBALANCE_PARTITIONS,
             "group_consumer_config": group_consumer_config("<bootstrap>", "bench-first-<random>"),
             "group_rebalance_consumer_config": rebalance_consumer_config("<bootstrap>", "bench-rebalance-<random>"),
+            "transactions": n_txn,
+            "transaction_records": TXN_RECORDS,
+            "transaction_record_bytes": TXN_RECORD_SIZE,
+            "transaction_max_seconds": TXN_MAX_SECONDS,
+            "transaction_producer_config": txn_producer_config("<bootstrap>", "bench-txn-<random>"),
+            "transaction_consumer_config": {**txn_consumer_config("<bootstrap>"), "group.id": "bench-<random>"},
             "consume_batch": CONSUME_BATCH,
             "partitions": 1,
             "fsync": fsync,
@@ -312,7 +364,7 @@ def run_bench(
     _CLIENT_LOGGER.propagate = False
     _CLIENT_LOGGER.setLevel(logging.INFO)
     counts = {"100B": n100, "1KB": n1k}
-    steps_per_target = 2 * len(counts) + 1 + (1 if any(n_groups) else 0)
+    steps_per_target = 2 * len(counts) + 1 + (1 if any(n_groups) else 0) + (1 if n_txn else 0)
     try:
         with Progress(
             SpinnerColumn(),
@@ -332,7 +384,7 @@ def run_bench(
                     continue
                 if done:
                     time.sleep(1.0)  # let the previous broker's exit settle before timing again
-                res = _run_target(target, counts, n_lat, progress, step_task, overall, n_groups)
+                res = _run_target(target, counts, n_lat, progress, step_task, overall, n_groups, n_txn)
                 results["targets"][name] = res
                 done += 1
                 progress.update(overall, completed=steps_per_target * done)

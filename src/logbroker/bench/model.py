@@ -18,7 +18,7 @@ READY_TIMEOUT_S = 90.0
 STALL_TIMEOUT_S = 60.0
 MB = 1_000_000  # MB/s means 10^6 payload bytes per second (keys/headers/framing excluded)
 
-WORKLOADS = ("throughput", "latency", "groups")
+WORKLOADS = ("throughput", "latency", "groups", "transactions")
 DEFAULT_GROUP_SAMPLES = (7, 5)  # (first-assignment samples, rebalance samples)
 QUICK_GROUP_SAMPLES = (3, 2)
 REBALANCE_MEMBERS = 3  # stable members before the newcomer joins
@@ -27,6 +27,11 @@ GROUP_TIMEOUT_S = 60.0  # per sample: longer means the broker failed to assign
 REBALANCE_HEARTBEAT_MS = 100
 
 RECORD_SIZES = {"100B": 100, "1KB": 1024}
+
+DEFAULT_TRANSACTIONS = 2_000  # committed transactions to time (quick: / QUICK_DIVISOR)
+TXN_RECORDS = 10  # records per transaction
+TXN_RECORD_SIZE = RECORD_SIZES["1KB"]
+TXN_MAX_SECONDS = 60.0  # a slow broker stops early: the rate is what matters, not the count
 
 
 class BenchError(RuntimeError):
@@ -40,8 +45,9 @@ class Metric:
     key: str
     label: str
     unit: str
-    kind: str  # "records", "bytes", "latency" or "groups": selects the chart panel
+    kind: str  # "records", "bytes", "latency", "groups" or "transactions": selects the chart panel
     higher_is_better: bool
+    source: str | None = None  # the workload, when the panel does not say it (read_committed consume)
 
     @property
     def tick(self) -> str:
@@ -51,7 +57,7 @@ class Metric:
     @property
     def workload(self) -> str:
         """The workload (``WORKLOADS``) that produces this metric."""
-        return {"records": "throughput", "bytes": "throughput"}.get(self.kind, self.kind)
+        return self.source or {"records": "throughput", "bytes": "throughput"}.get(self.kind, self.kind)
 
 
 def _build_metrics() -> tuple[Metric, ...]:
@@ -64,6 +70,10 @@ def _build_metrics() -> tuple[Metric, ...]:
     out.append(Metric("latency_p99_ms", "acks=all latency p99", "ms", "latency", False))
     out.append(Metric("group_first_assignment_ms", "group first assignment", "ms", "groups", False))
     out.append(Metric("group_rebalance_ms", "group rebalance 3+1", "ms", "groups", False))
+    out.append(Metric("txn_commits_per_s", "transactions committed", "txn/s", "transactions", True))
+    out.append(Metric("txn_consume_records_per_s", "read_committed consume", "records/s", "records", True,
+                      "transactions"))  # fmt: skip
+    out.append(Metric("txn_consume_MB_per_s", "read_committed consume", "MB/s", "bytes", True, "transactions"))
     return tuple(out)
 
 

@@ -71,6 +71,8 @@ def _fmt(value: float | None, unit: str) -> str:
         return f"{value:,.0f}"
     if unit == "MB/s":
         return f"{value:,.1f}"
+    if unit == "txn/s":
+        return f"{value:,.0f}" if value >= 100 else f"{value:,.1f}"
     return f"{value:,.2f}"
 
 
@@ -121,6 +123,10 @@ def _run_summary(p: dict[str, Any]) -> str:
             f"groups: median of {p.get('group_first_assignment_samples', '?')} first assignments, "
             f"{p.get('group_rebalance_samples', '?')} rebalances"
         )
+    if "transactions" in selected:
+        n = p.get("transactions")
+        shown = f"{n:,}" if isinstance(n, int) else "?"
+        parts.append(f"{shown} transactions x {p.get('transaction_records', '?')} x 1KB (read back read_committed)")
     return ", ".join(parts)
 
 
@@ -172,6 +178,7 @@ def write_chart(results: dict[str, Any], path: Path) -> Path | None:
         ("Throughput (MB/s)", "bytes", 4.0),
         ("acks=all latency, 1KB (ms, lower is better)", "latency", 2.3),
         ("Consumer groups (ms, lower is better)", "groups", 2.3),
+        ("Transactions (committed/s)", "transactions", 1.6),
     ]
     panels = [(title, [m for m in chosen if m.kind == kind], w) for title, kind, w in layout]
     panels = [x for x in panels if x[1]]

@@ -1,7 +1,8 @@
-"""The measurements: produce/consume throughput, acks=all latency, consumer-group timings."""
+"""The measurements: produce/consume throughput, acks=all latency, consumer-group timings, transactions."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
 import os
@@ -12,7 +13,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from logbroker.bench.clients import (
@@ -24,6 +25,8 @@ from logbroker.bench.clients import (
     latency_producer_config,
     producer_config,
     rebalance_consumer_config,
+    txn_consumer_config,
+    txn_producer_config,
 )
 from logbroker.bench.model import (
     CONSUME_BATCH,
@@ -356,3 +359,146 @@ def initial_rebalance_delay(bootstrap: str) -> str | None:
         return None
     entry = configs.get("group.initial.rebalance.delay.ms")
     return None if entry is None else entry.value
+
+
+ABORTED_KEY = b"aborted"  # the key of the records of the workload's aborted transaction
+
+
+class TransactionsUnsupported(BenchError):
+    """The broker refused to start transactions at all (no coordinator, API not supported)."""
+
+
+# librdkafka's codes for a broker that has no transactions, as opposed to one that failed mid-run.
+_NO_TXN_CODES = {
+    KafkaError._UNSUPPORTED_FEATURE,
+    KafkaError.UNSUPPORTED_VERSION,
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+}
+
+
+def _txn_call(what: str, fn: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except KafkaException as exc:
+        err = exc.args[0]
+        raise BenchError(f"{what}: {err.name()}: {err.str()}") from None
+
+
+def produce_transactions(
+    bootstrap: str, topic: str, count: int, per_txn: int, size: int, max_seconds: float, on_progress: ProgressFn
+) -> dict[str, Any]:
+    """``count`` committed transactions of ``per_txn`` records each (begin, produce x per_txn, commit,
+    one after another), or as many as fit in ``max_seconds``; each timed from begin to commit's return.
+
+    One untimed transaction first (coordinator lookup, AddPartitionsToTxn of a new producer), and two
+    untimed ones after: an aborted one whose records carry ``ABORTED_KEY`` and a committed one, so the
+    read-back proves that a read_committed consumer gets past an aborted transaction and never sees
+    it. Returns the numbers and ``committed_records``, what the read-back must return.
+    """
+    payload = os.urandom(size)
+    errors: list[str] = []
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        # An abort purges what it had not sent yet: those reports are errors by design.
+        if err is not None and msg.key() != ABORTED_KEY:
+            errors.append(str(err))
+
+    producer = Producer(_with_logger({**txn_producer_config(bootstrap, f"bench-txn-{uuid.uuid4().hex[:8]}"),
+                                      "on_delivery": on_delivery}))  # fmt: skip
+    times_ms: list[float] = []
+    try:
+        producer.list_topics(topic, timeout=30)
+        try:
+            producer.init_transactions(30)
+        except KafkaException as exc:
+            err = exc.args[0]
+            detail = f"init_transactions: {err.name()}: {err.str()}"
+            if err.code() in _NO_TXN_CODES:
+                raise TransactionsUnsupported(detail) from None
+            raise BenchError(detail) from None
+
+        def transaction(value: bytes, key: bytes | None = None, commit: bool = True) -> None:
+            producer.begin_transaction()
+            for _ in range(per_txn):
+                producer.produce(topic, value, key)
+            if commit:
+                _txn_call("commit_transaction", producer.commit_transaction, 30)
+            else:
+                _txn_call("abort_transaction", producer.abort_transaction, 30)
+
+        transaction(payload)  # warm-up
+        deadline = time.monotonic() + max_seconds
+        t0 = time.perf_counter()
+        while len(times_ms) < count and time.monotonic() < deadline:
+            t = time.perf_counter_ns()
+            transaction(payload)
+            times_ms.append((time.perf_counter_ns() - t) / 1e6)
+            if len(times_ms) % 10 == 0:
+                on_progress(len(times_ms))
+        elapsed = time.perf_counter() - t0
+        on_progress(len(times_ms))
+        transaction(payload, ABORTED_KEY, commit=False)
+        transaction(payload)
+    finally:
+        with contextlib.suppress(KafkaException):  # flush raises the fatal error of a failed producer again
+            _close_producer(producer)
+    if errors:
+        raise BenchError(f"{len(errors)} records of committed transactions failed; first: {errors[0]}")
+    done = len(times_ms)
+    ordered = sorted(times_ms)
+    return {
+        "transactions": done,
+        "records_per_transaction": per_txn,
+        "record_bytes": size,
+        "elapsed_s": elapsed,
+        "stopped_by": "count" if done >= count else f"max_seconds ({max_seconds:g})",
+        "transactions_per_s": done / elapsed,
+        "records_per_s": done * per_txn / elapsed,
+        "commit_p50_ms": percentile(ordered, 50),
+        "commit_p99_ms": percentile(ordered, 99),
+        "committed_records": (done + 2) * per_txn,  # + warm-up + the one after the aborted transaction
+        "aborted_records": per_txn,
+    }
+
+
+def consume_read_committed(
+    bootstrap: str, topic: str, count: int, size: int, on_progress: ProgressFn
+) -> dict[str, Any]:
+    """Read back ``count`` committed records with a read_committed consumer from offset 0; a record of
+    the aborted transaction (key ``ABORTED_KEY``) is an error, as is a stall (a missing record)."""
+    consumer = Consumer(_with_logger(txn_consumer_config(bootstrap)))
+    try:
+        consumer.list_topics(topic, timeout=30)
+        got = 0
+        t0 = time.perf_counter()
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        last_data = time.monotonic()
+        while got < count:
+            batch = consumer.consume(num_messages=min(CONSUME_BATCH, count - got), timeout=1.0)
+            if not batch:
+                if time.monotonic() - last_data > STALL_TIMEOUT_S:
+                    raise BenchError(f"read_committed consumer stalled at {got}/{count} committed records")
+                continue
+            last_data = time.monotonic()
+            for msg in batch:
+                if msg.error() is not None:
+                    raise BenchError(f"consume error: {msg.error()}")
+                if msg.key() == ABORTED_KEY:
+                    raise BenchError(f"read_committed consumer got a record of an aborted transaction: {msg.offset()}")
+            got += len(batch)
+            on_progress(got)
+        elapsed = time.perf_counter() - t0
+        if len(batch[-1].value() or b"") != size:
+            raise BenchError(f"read back a {len(batch[-1].value() or b'')}-byte record, expected {size}")
+    finally:
+        _close_consumer(consumer)
+        del consumer
+        gc.collect()
+    return {
+        "records": got,
+        "bytes": got * size,
+        "elapsed_s": elapsed,
+        "records_per_s": got / elapsed,
+        "MB_per_s": got * size / elapsed / MB,
+    }

@@ -12,14 +12,16 @@ import click
 @click.option("--targets", default="logbroker,tansu,kafka", show_default=True, help="Comma list of brokers to run.")
 @click.option(
     "--workloads",
-    default="throughput,latency,groups",
+    default="throughput,latency,groups,transactions",
     show_default=True,
-    help="Comma list: throughput (produce/consume), latency (acks=all), groups (assignment and rebalance times).",
+    help="Comma list: throughput (produce/consume), latency (acks=all), groups (assignment and rebalance times), "
+    "transactions (committed transactions/s and their read_committed read-back).",
 )
 @click.option("--quick", is_flag=True, help="About 10x fewer records.")
 @click.option("--records-100b", type=int, help="100-byte records to produce and consume.")
 @click.option("--records-1kb", type=int, help="1 KB records to produce and consume.")
 @click.option("--latency-samples", type=int, help="Sequential acks=all produces.")
+@click.option("--transactions", type=int, help="Committed transactions of 10 x 1 KB records to time (0 skips).")
 @click.option("--out", default="bench-results", show_default=True, type=click.Path(path_type=Path))
 @click.option("--fsync", type=click.Choice(["always", "interval", "never"]), default="always", show_default=True)
 @click.option("--profile", is_flag=True, help="Run the logbroker server under cProfile and print where time goes.")
@@ -32,13 +34,14 @@ def bench(
     records_100b: int | None,
     records_1kb: int | None,
     latency_samples: int | None,
+    transactions: int | None,
     out: Path,
     fsync: str,
     profile: bool,
     kafka_jar_dir: Path | None,
     no_chart: bool,
 ) -> None:
-    """Throughput, acks=all latency and consumer-group timings, logbroker and its peers side by side."""
+    """Throughput, acks=all latency, consumer-group timings and transactions, logbroker and its peers side by side."""
     from logbroker.bench import parse_targets, parse_workloads, run_bench
 
     try:
@@ -55,6 +58,7 @@ def bench(
         records_100b=records_100b,
         records_1kb=records_1kb,
         latency_samples=latency_samples,
+        transactions=transactions,
         out_dir=out,
         fsync=fsync,
         profile=profile,
