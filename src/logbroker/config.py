@@ -135,6 +135,19 @@ class BrokerSettings(BaseSettings):
     producer_id_expiration_check_interval_ms: int = Field(
         600_000, ge=1, description="how often expired producer ids are removed"
     )
+    # Transactions (Kafka's names and defaults).
+    transaction_max_timeout_ms: int = Field(
+        900_000, ge=1, description="the longest transaction.timeout.ms a transactional producer may ask for"
+    )
+    transactional_id_expiration_ms: int = Field(
+        604_800_000, ge=1, description="forget a transactional id idle (no transaction open) this long"
+    )
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = Field(
+        10_000, ge=1, description="how often transactions past their timeout are aborted"
+    )
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = Field(
+        3_600_000, ge=1, description="how often expired transactional ids are removed"
+    )
     log_level: str = "INFO"
 
     @field_validator("listen")

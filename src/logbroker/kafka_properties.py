@@ -130,6 +130,12 @@ KAFKA_NAMES: Mapping[str, tuple[str, Callable[[str], Any]]] = {
     "log.message.timestamp.after.max.ms": ("message_timestamp_after_max_ms", _long),
     "producer.id.expiration.ms": ("producer_id_expiration_ms", _int),
     "producer.id.expiration.check.interval.ms": ("producer_id_expiration_check_interval_ms", _int),
+    "transaction.max.timeout.ms": ("transaction_max_timeout_ms", _int),
+    "transactional.id.expiration.ms": ("transactional_id_expiration_ms", _int),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (
+        "transaction_abort_timed_out_transaction_cleanup_interval_ms", _int),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": (
+        "transaction_remove_expired_transaction_cleanup_interval_ms", _int),
 }
 
 # Handled by the rules in `load_properties`.
@@ -182,9 +188,8 @@ _IGNORED_NAMES = {
     "principal.builder.class", "connections.max.reauth.ms", "connection.failed.authentication.delay.ms",
     "security.providers", "client.quota.callback.class", "metric.reporters", "telemetry.max.bytes",
     "config.providers",
-    # Transactions (not served yet: a transactional producer is refused clearly).
-    "transactional.id.expiration.ms", "add.partitions.to.txn.retry.backoff.ms",
-    "add.partitions.to.txn.retry.backoff.max.ms",
+    # Transactions: the coordinator's retries towards other brokers (there are none).
+    "add.partitions.to.txn.retry.backoff.ms", "add.partitions.to.txn.retry.backoff.max.ms",
     # Names of older Kafka versions (ZooKeeper mode, message formats) an operator's file may still carry.
     "broker.id.generation.enable", "reserved.broker.max.id", "inter.broker.protocol.version",
     "log.message.format.version", "control.plane.listener.name", "log.message.downconversion.enable",

@@ -30,6 +30,7 @@ from .groups.coordinator import Coordinator, CoordinatorConfig
 from .groups.store import GroupStore
 from .log_cleaner import LogCleaner
 from .producer_ids import ProducerIdAllocator
+from .txn import TxnCoordinator, TxnSettings, TxnStore
 
 log = logging.getLogger("logbroker.broker")
 
@@ -64,6 +65,7 @@ class BrokerContext:
         self.cleaner: LogCleaner | None = None
         self._groups: Coordinator | None = None
         self._producer_ids: ProducerIdAllocator | None = None
+        self._txns: TxnCoordinator | None = None
         self._append_waiters: dict[PartitionKey, set[asyncio.Future[None]]] = {}
         self._stopping = False
         self._producer_expiry: asyncio.Task[None] | None = None
@@ -130,7 +132,23 @@ class BrokerContext:
             self._topic_table,
         )
         self._groups.start()
+        self._txns = TxnCoordinator(
+            TxnStore(data, self._logs.clean_start),
+            TxnSettings(
+                max_timeout_ms=s.transaction_max_timeout_ms,
+                id_expiration_ms=s.transactional_id_expiration_ms,
+                abort_interval_ms=s.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+                expire_interval_ms=s.transaction_remove_expired_transaction_cleanup_interval_ms,
+            ),
+            get_log=self.get_log,
+            appended=self.appended,
+            sync=self.sync,
+            persist=self._persist_internal,
+            next_producer_id=self._producer_ids.next_id,
+            complete_offsets=self._groups.complete_txn,
+        )
         self.flusher.start()
+        self._txns.start()
         self.cleaner = LogCleaner(lambda: self._storage, s)
         self.cleaner.start()
         self._producer_expiry = asyncio.create_task(self._expire_producers_loop(), name="producer-id-expiry")
@@ -155,11 +173,15 @@ class BrokerContext:
             self._producer_expiry.cancel()
         if self.cleaner is not None:
             await self.cleaner.stop()
+        if self._txns is not None:
+            await self._txns.stop()
         if self._groups is not None:
             await self._groups.stop()
         await self.flusher.close()
         if self._groups is not None:
             self._groups.store.close()
+        if self._txns is not None:
+            self._txns.close()
         if self._logs is not None:
             self._logs.close()
 
@@ -197,6 +219,12 @@ class BrokerContext:
         if self._groups is None:
             raise RuntimeError("the broker context is not open")
         return self._groups
+
+    @property
+    def txns(self) -> TxnCoordinator:
+        if self._txns is None:
+            raise RuntimeError("the broker context is not open")
+        return self._txns
 
     @property
     def producer_ids(self) -> ProducerIdAllocator:

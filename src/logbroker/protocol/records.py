@@ -321,8 +321,10 @@ def build_batch(
     producer_epoch: int = -1,
     base_sequence: int = NO_SEQUENCE,
     now_ms: int | None = None,
+    flags: int = 0,
 ) -> bytes:
-    """Encode one v2 batch; timestamps default to `now_ms` (CreateTime)."""
+    """Encode one v2 batch; timestamps default to `now_ms` (CreateTime). `flags`: TRANSACTIONAL_FLAG and
+    CONTROL_FLAG, or'ed into the attributes."""
     if not records:
         raise ValueError("a batch needs at least one record")
     if now_ms is None:
@@ -358,7 +360,7 @@ def build_batch(
     tail = (
         struct.pack(
             ">hiqqqhii",
-            compression,
+            compression | flags,
             len(records) - 1,
             base_ts,
             max(stamps),
@@ -429,3 +431,54 @@ def decode_records(buf: bytes | memoryview) -> list[Record]:
         _, recs = decode_batch(mv[h.position : h.position + h.size])
         out.extend(recs)
     return out
+
+
+# Control records (KIP-98): the key is (version, type), the value of an end-transaction marker is
+# (version, coordinator epoch). Type 0 aborts, type 1 commits.
+ABORT, COMMIT = 0, 1
+_CONTROL_KEY = struct.Struct(">hh")
+_MARKER_VALUE = struct.Struct(">hi")
+
+
+def build_marker(
+    producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int = 0, now_ms: int | None = None
+) -> bytes:
+    """One control batch ending a transaction: what the coordinator writes into every partition it touched."""
+    rec = NewRecord(_CONTROL_KEY.pack(0, COMMIT if commit else ABORT), _MARKER_VALUE.pack(0, coordinator_epoch))
+    return build_batch(
+        [rec],
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        now_ms=now_ms,
+        flags=TRANSACTIONAL_FLAG | CONTROL_FLAG,
+    )
+
+
+def control_type(batch: bytes | memoryview) -> int:
+    """The control record type (ABORT, COMMIT, or another) of an uncompressed control batch; -1 if unreadable."""
+    mv = memoryview(batch)
+    try:
+        pos = HEADER_SIZE
+        _length, pos = read_varint(mv, pos)
+        pos += 1  # attributes
+        _ts, pos = read_varint(mv, pos)
+        _off, pos = read_varint(mv, pos)
+        n, pos = read_varint(mv, pos)
+        if n < _CONTROL_KEY.size:
+            return -1
+        return _CONTROL_KEY.unpack_from(mv, pos)[1]
+    except (IndexError, ValueError, struct.error):
+        return -1
+
+
+def last_offset_of(data: bytes | memoryview) -> int:
+    """The last offset of the last whole batch in `data` (consecutive stored batches); -1 when there is none."""
+    mv = memoryview(data)
+    pos, last = 0, -1
+    while pos + HEADER_SIZE <= len(mv):
+        size = _I.unpack_from(mv, pos + BATCH_LENGTH)[0] + LOG_OVERHEAD
+        if pos + size > len(mv):
+            break
+        last = _Q.unpack_from(mv, pos)[0] + _I.unpack_from(mv, pos + LAST_OFFSET_DELTA)[0]
+        pos += size
+    return last

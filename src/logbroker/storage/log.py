@@ -11,12 +11,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from logbroker.protocol.buffers import BufferPool
-from logbroker.protocol.records import BatchHeader, assign_offsets, decode_batch, stamp_log_append_time
+from logbroker.protocol.records import (
+    ABORT,
+    COMMIT,
+    BatchHeader,
+    assign_offsets,
+    build_marker,
+    control_type,
+    decode_batch,
+    parse_header,
+    stamp_log_append_time,
+)
 
 from .compaction import complete_swaps
 from .files import FileCache, fsync_dir
-from .producers import BatchMeta, ProducerStateTable
+from .producers import BatchMeta, CompletedTxn, ProducerEntry, ProducerStateTable
 from .segment import Segment, Truncation
+from .txnindex import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -195,25 +206,47 @@ class PartitionLog:
         return seg
 
     def _load_producer_state(self) -> None:
+        """Producer state from the snapshot, then every batch after it replayed. Replaying the markers also
+        rebuilds the aborted-transaction index entries after the snapshot (the newest entries are the ones
+        a crash can lose), so the LSO and the aborted index come back as they were."""
         start = self.log_start_offset
         try:
             snap = json.loads((self.dir / PRODUCER_SNAPSHOT).read_text())
             if snap["offset"] <= self.next_offset:
-                for pid, e in snap["producers"].items():
+                table = self.producers
+                for pid_text, e in snap["producers"].items():
+                    pid = int(pid_text)
+                    entry = table.producers[pid] = ProducerEntry(e["epoch"])
                     for b in e["batches"]:
-                        h = BatchHeader(
-                            b[2], 0, 0, 2, 0, 0, b[3] - b[2], 0, b[4], int(pid), e["epoch"], b[0], b[3] - b[2] + 1
-                        )
-                        self.producers.update(h)
+                        entry.batches.append(BatchMeta(*b))
+                    entry.txn_first = e.get("txn", -1)
+                    entry.coordinator_epoch = e.get("coordinator_epoch", -1)
+                    entry.timestamp = e.get("timestamp", -1)
+                    if entry.txn_first >= 0:
+                        table.ongoing[pid] = entry.txn_first
                 start = max(start, snap["offset"])
         except (FileNotFoundError, ValueError, KeyError, TypeError):
-            pass
+            self.producers = ProducerStateTable()
         for seg in self.segments:
             if seg.next_offset <= start:
                 continue
+            seg.txn.truncate_from(start)
             pos = seg.position_of(start)[0] if start > seg.base_offset else 0
             for h in seg.iter_headers(pos):
-                self.producers.update(h)
+                if h.is_control:
+                    self._replay_marker(seg, h)
+                else:
+                    self.producers.update(h)
+
+    def _replay_marker(self, seg: Segment, h: BatchHeader) -> None:
+        kind = control_type(os.pread(seg.fd, min(h.size, 4096), h.position))
+        if kind not in (ABORT, COMMIT):
+            return  # another control record type: not a transaction's end
+        done = self.producers.end_txn(h.producer_id, h.producer_epoch, h.base_offset, kind == ABORT, -1,
+                                      h.max_timestamp)  # fmt: skip
+        if done is not None and done.aborted:
+            lso = self.producers.last_stable_offset(h.next_offset)
+            seg.txn.append(AbortedTxn(done.producer_id, done.first_offset, done.last_offset, lso))
 
     def _write_producer_snapshot(self) -> None:
         snap = {
@@ -224,6 +257,9 @@ class PartitionLog:
                     "batches": [
                         [b.first_seq, b.last_seq, b.base_offset, b.last_offset, b.timestamp] for b in e.batches
                     ],
+                    "txn": e.txn_first,
+                    "coordinator_epoch": e.coordinator_epoch,
+                    "timestamp": e.timestamp,
                 }
                 for pid, e in self.producers.producers.items()
             },
@@ -244,6 +280,11 @@ class PartitionLog:
     @property
     def size_bytes(self) -> int:
         return sum(s.size for s in self.segments)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Where read_committed consumers stop: the first offset of the oldest open transaction, else the end."""
+        return self.producers.last_stable_offset(self.next_offset)
 
     # ------------------------------------------------------------------ append
 
@@ -277,6 +318,40 @@ class PartitionLog:
         self.unsynced.add(seg)
         return base, end - 1
 
+    def append_marker(
+        self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int = 0
+    ) -> tuple[int, CompletedTxn | None]:
+        """Write a COMMIT or ABORT marker for the producer's transaction; an abort is added to the aborted
+        index of the segment the marker lands in. Returns (the marker's offset, the transaction it closed).
+        SequenceError when the marker's epoch is older than the producer's."""
+        self.producers.check_marker(producer_id, producer_epoch)
+        now = _now_ms()
+        buf = bytearray(build_marker(producer_id, producer_epoch, commit, coordinator_epoch, now))
+        header = parse_header(buf)
+        seg = self.active
+        if seg.size and (
+            seg.size + len(buf) > self.config.segment_bytes or now - seg.created_ms >= self.config.segment_ms
+        ):
+            seg = self.roll()
+        base = self.next_offset
+        assign_offsets(buf, [header], base)
+        seg.append(buf, [header])
+        self.unsynced.add(seg)
+        done = self.producers.end_txn(producer_id, producer_epoch, base, not commit, coordinator_epoch, now)
+        if done is not None and done.aborted:
+            seg.txn.append(AbortedTxn(producer_id, done.first_offset, base, self.last_stable_offset))
+        return base, done
+
+    def aborted_transactions(self, fetch_offset: int, upper: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [fetch_offset, upper): what a read_committed fetch returning
+        that range must list. Scans from the segment holding `fetch_offset` until an entry's LSO shows that no
+        later one can overlap (Kafka's collectAbortedTransactions)."""
+        found: list[AbortedTxn] = []
+        for seg in self.segments[self._segment_for(fetch_offset) :]:
+            if seg.txn.entries and seg.txn.collect(fetch_offset, upper, found):
+                break
+        return found
+
     def roll(self) -> Segment:
         old = self.active
         old.sync()
@@ -293,17 +368,33 @@ class PartitionLog:
         i = bisect.bisect_right([s.base_offset for s in self.segments], offset) - 1
         return max(i, 0)
 
-    def read(self, offset: int, max_bytes: int, first_whole: bool = True, pool: BufferPool | None = None) -> memoryview:
-        """Whole batches starting with the one that holds `offset` (in a buffer from `pool`, if given)."""
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        first_whole: bool = True,
+        pool: BufferPool | None = None,
+        max_offset: int | None = None,
+    ) -> memoryview:
+        """Whole batches starting with the one that holds `offset` (in a buffer from `pool`, if given), none
+        at or beyond `max_offset` (the LSO, for read_committed)."""
         if offset < self.log_start_offset or offset > self.next_offset:
             raise OffsetOutOfRange(
                 f"offset {offset} is outside [{self.log_start_offset}, {self.next_offset}] of {self.dir.name}"
             )
+        if max_offset is not None and offset >= max_offset:
+            return memoryview(b"")
         i = self._segment_for(offset)
         while i < len(self.segments):
             seg = self.segments[i]
             pos, h = seg.position_of(offset)
             if h is not None:
+                if max_offset is not None and max_offset < seg.next_offset:
+                    # An open transaction's first batch starts at the LSO: read only what lies before it.
+                    stop = seg.position_of(max_offset)[0]
+                    if stop <= pos:
+                        return memoryview(b"")
+                    return seg.read(pos, min(max_bytes, stop - pos), first_whole, pool, limit=stop)
                 return seg.read(pos, max_bytes, first_whole, pool)
             i += 1
         return memoryview(b"")

@@ -6,6 +6,11 @@ The rules are Kafka's (ProducerAppendInfo, ProducerStateManager): a producer thi
 (new, or expired) may start at any sequence; entries expire once their last batch's timestamp is
 `producer.id.expiration.ms` old, so clients that each use a new producer id cannot grow the table
 without bound.
+
+Transactions (KIP-98): a producer's first transactional batch opens its transaction here, at that batch's
+offset; the coordinator's COMMIT or ABORT marker closes it. The smallest open first offset is the
+partition's last stable offset (LSO): read_committed consumers read no further. A producer with an open
+transaction never expires, and a plain batch from it is refused (INVALID_TXN_STATE), as in Kafka.
 """
 
 from __future__ import annotations
@@ -33,10 +38,25 @@ class BatchMeta:
 class ProducerEntry:
     epoch: int
     batches: deque[BatchMeta] = field(default_factory=lambda: deque(maxlen=MAX_BATCHES_PER_PRODUCER))
+    txn_first: int = -1  # first offset of the open transaction, -1 when none
+    coordinator_epoch: int = -1  # of the last marker
+    timestamp: int = -1  # of the last batch or marker
+
+    @property
+    def last_timestamp(self) -> int:
+        return max(self.timestamp, self.batches[-1].timestamp if self.batches else -1)
 
     @property
     def last_seq(self) -> int:
         return self.batches[-1].last_seq if self.batches else -1
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the marker's offset
+    aborted: bool
 
 
 class SequenceError(Exception):
@@ -50,6 +70,11 @@ class SequenceError(Exception):
 class ProducerStateTable:
     def __init__(self) -> None:
         self.producers: dict[int, ProducerEntry] = {}
+        self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
+
+    def last_stable_offset(self, end: int) -> int:
+        """The first offset of the oldest open transaction, or `end` (the high watermark) when none is open."""
+        return min(self.ongoing.values(), default=end)
 
     def check(self, h: BatchHeader) -> BatchMeta | None:
         """Validate a batch before it is written; returns the original batch if this one is a duplicate."""
@@ -58,6 +83,10 @@ class ProducerStateTable:
             return None
         entry = self.producers.get(pid)
         last_seq = h.last_sequence
+        if not h.is_transactional and pid in self.ongoing:
+            raise SequenceError(
+                E.INVALID_TXN_STATE, f"Expected transactional write from producer {pid} (it has a transaction open)"
+            )
         if entry is None:
             # Kafka accepts any sequence from a producer it has no state for: its state may have expired
             # or been deleted with the log's start (KIP-360).
@@ -96,13 +125,43 @@ class ProducerStateTable:
         elif h.producer_epoch < entry.epoch:
             return
         entry.batches.append(BatchMeta(h.base_sequence, h.last_sequence, h.base_offset, h.last_offset, h.max_timestamp))
+        if h.is_transactional and pid not in self.ongoing:
+            self.ongoing[pid] = entry.txn_first = h.base_offset
+
+    def check_marker(self, producer_id: int, producer_epoch: int) -> None:
+        """A marker from an epoch older than the producer's is refused (Kafka's fencing of a stale coordinator
+        or admin write)."""
+        entry = self.producers.get(producer_id)
+        if entry is not None and producer_epoch < entry.epoch:
+            raise SequenceError(
+                E.INVALID_PRODUCER_EPOCH,
+                f"marker epoch {producer_epoch} is older than producer {producer_id}'s epoch {entry.epoch}",
+            )
+
+    def end_txn(
+        self, producer_id: int, producer_epoch: int, offset: int, aborted: bool, coordinator_epoch: int, timestamp: int
+    ) -> CompletedTxn | None:
+        """Apply a marker at `offset`: the producer's open transaction (if any) is complete."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = self.producers[producer_id] = ProducerEntry(producer_epoch)
+        elif producer_epoch > entry.epoch:  # a fencing abort: sequences start again in the new epoch
+            entry.epoch = producer_epoch
+            entry.batches.clear()
+        entry.coordinator_epoch = coordinator_epoch
+        entry.timestamp = max(entry.timestamp, timestamp)
+        entry.txn_first = -1
+        first = self.ongoing.pop(producer_id, None)
+        return None if first is None else CompletedTxn(producer_id, first, offset, aborted)
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
         """Forget producers whose last batch's timestamp is `expiration_ms` or more before `now_ms`
         (Kafka's rule: the batch's own max timestamp, the broker's clock only on LogAppendTime topics).
         Returns how many were dropped."""
         expired = [
-            p for p, e in self.producers.items() if not e.batches or now_ms - e.batches[-1].timestamp >= expiration_ms
+            p
+            for p, e in self.producers.items()
+            if p not in self.ongoing and now_ms - e.last_timestamp >= expiration_ms
         ]
         for pid in expired:
             del self.producers[pid]
@@ -110,5 +169,9 @@ class ProducerStateTable:
 
     def remove_below(self, offset: int) -> None:
         """Forget producers whose every batch lies below `offset` (their data was deleted)."""
-        for pid in [p for p, e in self.producers.items() if e.batches and e.batches[-1].last_offset < offset]:
+        for pid in [
+            p
+            for p, e in self.producers.items()
+            if e.batches and e.batches[-1].last_offset < offset and p not in self.ongoing
+        ]:
             del self.producers[pid]

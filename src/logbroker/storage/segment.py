@@ -21,6 +21,7 @@ from logbroker.protocol.records import (
 )
 
 from .files import FileCache, FileHandle
+from .txnindex import TxnIndex
 
 _OFFSET_ENTRY = struct.Struct(">ii")  # relative offset, file position
 _TIME_ENTRY = struct.Struct(">qi")  # max timestamp so far, relative base offset of the batch holding it
@@ -62,6 +63,8 @@ class Segment:
         self.log_path = directory / f"{name}.log"
         self.index_path = directory / f"{name}.index"
         self.time_path = directory / f"{name}.timeindex"
+        self.txn = TxnIndex(directory / f"{name}.txnindex")  # aborted transactions whose marker is here
+        self.txn.load()
         # Descriptors come from the broker's budget (`files`), opened when used, possibly closed between uses.
         self.files = files if files is not None else UNBOUNDED
         self._log = self.files.handle(self.log_path)
@@ -266,6 +269,7 @@ class Segment:
         for h in (self._index, self._time):
             if h is not None:
                 h.sync()
+        self.txn.sync()
 
     # ------------------------------------------------------------------ append / read
 
@@ -312,16 +316,19 @@ class Segment:
                 return h.position, h
         return self.size, None
 
-    def read(self, position: int, max_bytes: int, first_whole: bool, pool: BufferPool | None = None) -> memoryview:
+    def read(
+        self, position: int, max_bytes: int, first_whole: bool, pool: BufferPool | None = None, limit: int | None = None
+    ) -> memoryview:
         """Whole batches from `position`, up to `max_bytes`; the first batch is returned whole when
         `first_whole` (KIP-74: a consumer always makes progress).
 
         The bytes land in a buffer from `pool` when one is given (the caller gives `view.obj` back when
         done): a fresh megabyte per fetch is zeroed and page-faulted by the kernel again and again, which
-        measured slower than the read itself."""
-        if position >= self.size:
+        measured slower than the read itself. Nothing at or after byte `limit` (a batch boundary) is returned."""
+        end_of_data = self.size if limit is None else min(limit, self.size)
+        if position >= end_of_data:
             return memoryview(b"")
-        want = max(min(max_bytes, self.size - position), HEADER_SIZE)
+        want = max(min(max_bytes, end_of_data - position), HEADER_SIZE)
         buf = pool.take(want) if pool is not None else bytearray(want)
         data = memoryview(buf)[: os.preadv(self.fd, [memoryview(buf)[:want]], position)]
         end = 0
@@ -367,7 +374,7 @@ class Segment:
 
     def delete(self) -> None:
         self.close()
-        for p in (self.log_path, self.index_path, self.time_path):
+        for p in (self.log_path, self.index_path, self.time_path, self.txn.path):
             try:
                 p.unlink()
             except FileNotFoundError:

@@ -1,6 +1,10 @@
 """Fetch (1): whole stored batches from each partition, honouring max_bytes and partition_max_bytes,
 with a long poll on max_wait_ms/min_bytes. Fetch sessions are not kept (session id 0: clients then
-send full fetch requests, which KIP-227 allows)."""
+send full fetch requests, which KIP-227 allows).
+
+read_committed (isolation level 1) reads stop at the last stable offset, and the answer lists the aborted
+transactions overlapping what it returns: the consumer drops those producers' records up to each abort
+marker. read_uncommitted gets everything, aborted records included, as from Kafka."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from typing import Any
 
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
+from logbroker.protocol.records import last_offset_of
 from logbroker.storage.log import OffsetOutOfRange
 
 from ..context import BrokerContext
@@ -20,6 +25,7 @@ API = api(ApiKey.Fetch)
 R = API.response
 TR = R.FetchableTopicResponse
 PD = TR.PartitionData
+AT = PD.AbortedTransaction
 
 
 @handles(ApiKey.Fetch, 0, 12, rejected_below=4, exclusive=True)
@@ -48,6 +54,7 @@ def _collect(
     total = 0
     keys: list[tuple[str, int]] = []
     topics = []
+    committed = version >= 4 and body.isolation_level == 1
     for t in body.topics:
         parts = []
         for p in t.partitions:
@@ -59,37 +66,52 @@ def _collect(
                 parts.append(_pd(p.partition, missing))
                 continue
             hwm = plog.next_offset
+            lso = plog.last_stable_offset
             if version >= 9 and p.current_leader_epoch > 0:
-                parts.append(_pd(p.partition, E.UNKNOWN_LEADER_EPOCH, hwm, plog.log_start_offset))
+                parts.append(_pd(p.partition, E.UNKNOWN_LEADER_EPOCH, hwm, plog.log_start_offset, lso))
                 continue
             data: bytes | memoryview = b""
             try:
                 room = min(p.partition_max_bytes, limit - total)
                 if room > 0 or total == 0:
-                    data = plog.read(p.fetch_offset, max(room, 1), first_whole=total == 0, pool=ctx.read_buffers)
+                    data = plog.read(p.fetch_offset, max(room, 1), first_whole=total == 0, pool=ctx.read_buffers,
+                                     max_offset=lso if committed else None)  # fmt: skip
                     if isinstance(data.obj, bytearray):
                         lent.append(data.obj)
             except OffsetOutOfRange as exc:
                 log.info("fetch from %s-%d: OFFSET_OUT_OF_RANGE: %s", t.topic, p.partition, exc)
-                parts.append(_pd(p.partition, E.OFFSET_OUT_OF_RANGE, hwm, plog.log_start_offset))
+                parts.append(_pd(p.partition, E.OFFSET_OUT_OF_RANGE, hwm, plog.log_start_offset, lso))
                 continue
+            aborted = None
+            if committed:
+                aborted = []
+                if len(data):
+                    upper = last_offset_of(data) + 1
+                    aborted = [AT(producer_id=a.producer_id, first_offset=a.first_offset)
+                               for a in plog.aborted_transactions(p.fetch_offset, upper)]  # fmt: skip
             total += len(data)
             keys.append((t.topic, p.partition))
-            parts.append(_pd(p.partition, 0, hwm, plog.log_start_offset, data, body.isolation_level))
+            parts.append(_pd(p.partition, 0, hwm, plog.log_start_offset, lso, data, aborted))
         topics.append(TR(topic=t.topic, partitions=parts))
     return R(throttle_time_ms=0, error_code=0, session_id=0, responses=topics), total, keys
 
 
 def _pd(
-    index: int, error: int, hwm: int = -1, start: int = -1, records: bytes | memoryview = b"", isolation: int = 0
+    index: int,
+    error: int,
+    hwm: int = -1,
+    start: int = -1,
+    lso: int = -1,
+    records: bytes | memoryview = b"",
+    aborted: list[Any] | None = None,
 ) -> PD:
     return PD(
         partition_index=index,
         error_code=error,
         high_watermark=hwm,
-        last_stable_offset=hwm,
+        last_stable_offset=lso,
         log_start_offset=start,
-        aborted_transactions=[] if isolation else None,
+        aborted_transactions=aborted,
         preferred_read_replica=-1,
         records=records,
     )

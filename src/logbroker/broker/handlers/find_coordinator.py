@@ -1,5 +1,5 @@
-"""FindCoordinator (10): this broker coordinates every group (any key, the empty one too, as in Kafka);
-transactions are not offered."""
+"""FindCoordinator (10): this broker coordinates every group and every transactional id (any key, the
+empty one too, as in Kafka); other coordinator kinds (share groups) are not offered."""
 
 from __future__ import annotations
 
@@ -11,14 +11,12 @@ from ..dispatch import handles
 
 API = api(ApiKey.FindCoordinator)
 R = API.response
-GROUP = 0
+GROUP, TRANSACTION = 0, 1
 
 
 def _answer(ctx: BrokerContext, key: str, key_type: int) -> tuple[int, str | None, int, str, int]:
-    if key_type != GROUP:
-        # Not retriable on purpose: a transactional producer fails fast with a clear error instead of
-        # looking for a coordinator until its timeout.
-        return int(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), "transactions are not supported", -1, "", -1
+    if key_type not in (GROUP, TRANSACTION):
+        return int(E.INVALID_REQUEST), f"coordinator key type {key_type} is not served", -1, "", -1
     return 0, "", ctx.node_id, ctx.host, ctx.port
 
 

@@ -1,8 +1,5 @@
-"""InitProducerId (22): ids for idempotent producers; an epoch bump for KIP-360 recovery.
-
-Transactions are not offered: a transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which
-clients report as a clear, fatal error instead of retrying forever.
-"""
+"""InitProducerId (22): producer ids for idempotent producers (with KIP-360's epoch bump), and for
+transactional ids through the transaction coordinator (fencing the id's older producer)."""
 
 from __future__ import annotations
 
@@ -17,16 +14,23 @@ R = API.response
 MAX_EPOCH = 32767
 
 
-@handles(ApiKey.InitProducerId, 0, 4)
-def handle(ctx: BrokerContext, req: Request) -> R:
+def _answer(error: E, producer_id: int = -1, epoch: int = -1) -> R:
+    return R(throttle_time_ms=0, error_code=error, producer_id=producer_id, producer_epoch=epoch)
+
+
+@handles(ApiKey.InitProducerId, 0, 5)
+async def handle(ctx: BrokerContext, req: Request) -> R:
     body = req.body
-    if body.transactional_id is not None:
-        return R(
-            throttle_time_ms=0,
-            error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            producer_id=-1,
-            producer_epoch=-1,
-        )
-    if req.version >= 3 and body.producer_id >= 0 and 0 <= body.producer_epoch < MAX_EPOCH - 1:
-        return R(throttle_time_ms=0, error_code=0, producer_id=body.producer_id, producer_epoch=body.producer_epoch + 1)
-    return R(throttle_time_ms=0, error_code=0, producer_id=ctx.producer_ids.next_id(), producer_epoch=0)
+    v = req.version
+    pid, epoch = (body.producer_id, body.producer_epoch) if v >= 3 else (-1, -1)
+    if (pid == -1) != (epoch == -1):
+        return _answer(E.INVALID_REQUEST)  # Kafka: an id without an epoch (or the reverse) is malformed
+    if body.transactional_id is None:
+        if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:
+            return _answer(E.NONE, pid, epoch + 1)
+        return _answer(E.NONE, ctx.producer_ids.next_id(), 0)
+    result = await ctx.txns.init_producer_id(body.transactional_id, body.transaction_timeout_ms, pid, epoch)
+    error = result.error
+    if error == E.PRODUCER_FENCED and v < 4:
+        error = E.INVALID_PRODUCER_EPOCH  # older clients know only this one
+    return _answer(error, result.producer_id, result.epoch)

@@ -1,4 +1,5 @@
-"""ListOffsets (2): earliest (-2), latest (-1), max timestamp (-3, v7+), earliest local (-4, v8+), by timestamp."""
+"""ListOffsets (2): earliest (-2), latest (-1; the last stable offset under read_committed), max timestamp (-3,
+v7+), earliest local (-4, v8+), by timestamp."""
 
 from __future__ import annotations
 
@@ -54,7 +55,8 @@ def handle(ctx: BrokerContext, req: Request) -> R:
                 return error(p, code)
         offset, stamp = -1, -1
         if ts in (LATEST, LATEST_TIERED):
-            offset = plog.next_offset
+            # read_committed consumers start from the last stable offset, not the end (Kafka's rule).
+            offset = plog.last_stable_offset if v >= 2 and body.isolation_level == 1 else plog.next_offset
         elif ts in (EARLIEST, EARLIEST_LOCAL):
             offset = plog.log_start_offset
         elif ts == MAX_TIMESTAMP:

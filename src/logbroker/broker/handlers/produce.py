@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import time
 from typing import Any
 
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
-from logbroker.protocol.records import InvalidBatch
+from logbroker.protocol.records import ATTRIBUTES, HEADER_SIZE, PRODUCER_ID, TRANSACTIONAL_FLAG, InvalidBatch
 from logbroker.protocol.validate import (
     RequestRefused,
     first_batch_is_transactional,
@@ -38,6 +39,7 @@ TR = R.TopicProduceResponse
 PR = TR.PartitionProduceResponse
 RecordError = PR.BatchIndexAndErrorMessage
 YIELD_AFTER_BYTES = 256 << 10
+_PID_EPOCH = struct.Struct(">qh")
 
 
 def _name(error: int) -> str:
@@ -102,12 +104,6 @@ async def handle(ctx: BrokerContext, req: Request) -> Any:
         return _refuse_request(
             req, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional records need a transactional id"
         )
-    if transactional:
-        # A transactional id on plain batches is appended as Kafka appends it (it checks the id only for
-        # transactional records); transactional records themselves wait for transaction support.
-        return _refuse_request(
-            req, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported by this broker"
-        )
     acks = body.acks
     if acks not in (-1, 0, 1):
         log.info("refused produce from client %r: acks=%d is not -1, 0 or 1", req.header.client_id, acks)
@@ -160,7 +156,7 @@ async def handle(ctx: BrokerContext, req: Request) -> Any:
     now_ms = int(time.time() * 1000)
     async with ctx.append_order:
         for parts, slot, topic, index, plog, records, size in accepted:
-            result = _append(ctx, plog, topic, index, records, size, now_ms)
+            result = _append(ctx, plog, topic, index, records, size, now_ms, body.transactional_id, req.version)
             parts[slot] = result
             if result.error_code:
                 failed = True
@@ -184,12 +180,31 @@ async def handle(ctx: BrokerContext, req: Request) -> Any:
     return R(throttle_time_ms=0, responses=responses)
 
 
-def _append(ctx: BrokerContext, plog: Any, topic: str, index: int, records: Any, size: int, now_ms: int) -> PR:
+def _append(
+    ctx: BrokerContext,
+    plog: Any,
+    topic: str,
+    index: int,
+    records: Any,
+    size: int,
+    now_ms: int,
+    transactional_id: str | None,
+    version: int,
+) -> PR:
     # A writable view into the request frame: offsets are stamped where the batch arrived (no copy). Bytes
     # after the batch that make no whole batch are left out, as Kafka trims them.
     buf = records if isinstance(records, memoryview) and not records.readonly else memoryview(bytearray(records))
     batch = buf[:size]
     cfg = plog.config
+    if transactional_id is not None and len(batch) >= HEADER_SIZE and batch[ATTRIBUTES + 1] & TRANSACTIONAL_FLAG:
+        # Verified with the coordinator before anything else, as Kafka does (KIP-890 part 1): the partition
+        # must be in the producer's open transaction. Checked and appended with no await in between, so an
+        # EndTxn cannot slip its marker in before this batch.
+        pid, epoch = _PID_EPOCH.unpack_from(batch, PRODUCER_ID)
+        err = ctx.txns.check_produce(transactional_id, pid, epoch, (topic, index), version)
+        if err != E.NONE:
+            log.info("refused transactional produce to %s-%d from %r: %s", topic, index, transactional_id, err.name)
+            return _part(index, err, message=f"transactional produce refused: {err.name}")
     try:
         header = validate_batch(
             batch,

@@ -1,0 +1,54 @@
+"""AddPartitionsToTxn (24), the client form (v0-3): partitions join the producer's transaction.
+
+As Kafka: a partition the broker does not have fails the request (UNKNOWN_TOPIC_OR_PARTITION for it,
+OPERATION_NOT_ATTEMPTED for the others); otherwise the coordinator's answer goes to every partition. The
+broker-to-broker form (v4+, batched and verify-only) is not served: there is no other broker.
+"""
+
+from __future__ import annotations
+
+from logbroker.protocol import ApiKey, Request, api
+from logbroker.protocol import ErrorCode as E
+
+from ..context import BrokerContext
+from ..dispatch import handles
+
+API = api(ApiKey.AddPartitionsToTxn)
+R = API.response
+TR = R.AddPartitionsToTxnTopicResult
+PR = TR.AddPartitionsToTxnPartitionResult
+
+
+@handles(ApiKey.AddPartitionsToTxn, 0, 3)
+async def handle(ctx: BrokerContext, req: Request) -> R:
+    b = req.body
+    wanted: dict[str, list[int]] = {}
+    for t in b.v3_and_below_topics:
+        wanted.setdefault(t.name, []).extend(t.partitions)
+    missing = {(t, p) for t, ps in wanted.items() for p in ps if ctx.get_log(t, p) is None}
+    if missing:
+        errors = {
+            (t, p): E.UNKNOWN_TOPIC_OR_PARTITION if (t, p) in missing else E.OPERATION_NOT_ATTEMPTED
+            for t, ps in wanted.items()
+            for p in ps
+        }
+    else:
+        parts = {(t, p) for t, ps in wanted.items() for p in ps}
+        err = await ctx.txns.add_partitions(
+            b.v3_and_below_transactional_id, b.v3_and_below_producer_id, b.v3_and_below_producer_epoch, parts
+        )
+        if err == E.PRODUCER_FENCED and req.version < 2:
+            err = E.INVALID_PRODUCER_EPOCH
+        errors = dict.fromkeys(parts, err)
+    return R(
+        throttle_time_ms=0,
+        results_by_topic_v3_and_below=[
+            TR(
+                name=t,
+                results_by_partition=[
+                    PR(partition_index=p, partition_error_code=errors[(t, p)]) for p in dict.fromkeys(ps)
+                ],
+            )
+            for t, ps in wanted.items()
+        ],
+    )

@@ -1,0 +1,49 @@
+"""WriteTxnMarkers (27): markers written on request. Kafka's coordinator sends these to partition leaders;
+here the coordinator writes its own markers, and this API serves the operator's side of it: the admin
+client's abortTransaction (`kafka-transactions.sh abort`), which closes a hanging transaction whose
+coordinator state is gone."""
+
+from __future__ import annotations
+
+from logbroker.protocol import ApiKey, Request, api
+from logbroker.protocol import ErrorCode as E
+from logbroker.storage.producers import SequenceError
+
+from ..context import BrokerContext
+from ..dispatch import handles
+
+API = api(ApiKey.WriteTxnMarkers)
+R = API.response
+MR = R.WritableTxnMarkerResult
+TR = MR.WritableTxnMarkerTopicResult
+PR = TR.WritableTxnMarkerPartitionResult
+
+
+@handles(ApiKey.WriteTxnMarkers, 1, 1)
+async def handle(ctx: BrokerContext, req: Request) -> R:
+    results = []
+    written = False
+    for m in req.body.markers:
+        topics = []
+        for t in m.topics:
+            parts = []
+            for index in t.partition_indexes:
+                plog = ctx.get_log(t.name, index)
+                err = E.NONE
+                if plog is None:
+                    err = E.UNKNOWN_TOPIC_OR_PARTITION
+                else:
+                    try:
+                        plog.append_marker(m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch)
+                        ctx.appended(plog, t.name, index)
+                        written = True
+                    except SequenceError as exc:
+                        err = exc.error
+                    except OSError:
+                        err = E.KAFKA_STORAGE_ERROR
+                parts.append(PR(partition_index=index, error_code=err))
+            topics.append(TR(name=t.name, partitions=parts))
+        results.append(MR(producer_id=m.producer_id, topics=topics))
+    if written:
+        await ctx.sync()
+    return R(markers=results)
