@@ -1,0 +1,777 @@
+"""Kafka transactions (issue 15) seen from unmodified clients, asserted alike on logbroker and Apache Kafka 4.4.
+
+The Kafka reference is formatted with `transaction.version=1`: logbroker advertises transactions without
+KIP-890 part 2, and the Java client changes its protocol (an epoch bump per transaction, implicit partition
+adds) when a broker finalizes TV2, so TV1 is the Kafka behaviour logbroker's clients meet. Both brokers abort
+timed-out transactions every 200 ms here (Kafka's default check runs every 10 s).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import confluent_kafka as ck
+import pytest
+from confluent_kafka import IsolationLevel
+from confluent_kafka.admin import AdminClient, OffsetSpec
+from kafka.protocol.consumer import ListOffsetsRequest
+from kafka.protocol.consumer.group import JoinGroupRequest, SyncGroupRequest
+from kafka.protocol.metadata import FindCoordinatorRequest
+from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+    InitProducerIdRequest,
+    ProduceRequest,
+    TxnOffsetCommitRequest,
+)
+
+from logbroker.client.connection import Connection, parse_bootstrap
+from logbroker.protocol.errors import ErrorCode
+from logbroker.protocol.records import TRANSACTIONAL_FLAG, NewRecord, build_batch
+from logbroker.testing.process import BrokerProcess
+from support import both_targets, create_topic, kafka_tool, missing_tool, unique
+
+pytestmark = pytest.mark.timeout(180)
+
+CLEANUP_MS = 200  # how often both brokers look for timed-out transactions in these tests
+KAFKA_PROPERTIES = {
+    "group.initial.rebalance.delay.ms": 0,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": CLEANUP_MS,
+}
+LOGBROKER_ENV = {"LOGBROKER_TRANSACTION_ABORT_TIMED_OUT_TRANSACTION_CLEANUP_INTERVAL_MS": str(CLEANUP_MS)}
+WORKER = Path(__file__).with_name("txn_worker.py")
+# Answers a transactional client retries while the coordinator loads or finishes the previous transaction.
+RETRIABLE = {
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.NOT_COORDINATOR,
+    ErrorCode.CONCURRENT_TRANSACTIONS,
+}
+
+
+@dataclass
+class Target:
+    kind: str  # "logbroker" or "kafka"
+    bootstrap: str
+    proc: BrokerProcess | None = None
+
+
+@contextlib.contextmanager
+def transactional_broker(kind: str, data_dir: Path) -> Iterator[Target]:
+    """A broker of the caller's own: logbroker with a 200 ms timed-out-transaction check, or single-node Kafka
+    4.4 with the same check and transaction.version=1."""
+    if kind == "logbroker":
+        with BrokerProcess(data_dir, env=dict(LOGBROKER_ENV)) as proc:
+            yield Target(kind, proc.bootstrap, proc)
+        return
+    from logbroker.testing import peers
+
+    if not peers.java_available():
+        missing_tool("java not found (Apache Kafka needs a JVM)")
+    if not peers.jars_available("kafka"):
+        missing_tool(f"no Kafka jars in {peers.default_jar_dir('kafka')} (run .ci/fetch-jars)")
+    with peers.KafkaPeer(server_properties=KAFKA_PROPERTIES, format_args=["--feature", "transaction.version=1"]) as k:
+        yield Target(kind, k.bootstrap)
+
+
+@pytest.fixture(scope="module", params=both_targets())
+def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    with transactional_broker(request.param, tmp_path_factory.mktemp("txn") / "data") as t:
+        yield t
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Clients
+
+
+def txn_producer(bootstrap: str, tid: str, **conf: Any) -> ck.Producer:
+    p = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "linger.ms": 5, **conf})
+    p.init_transactions(60)
+    return p
+
+
+def committed_txn(bootstrap: str, topic: str, values: list[bytes], partition: int = 0, tid: str | None = None) -> None:
+    p = txn_producer(bootstrap, tid or unique("tid"))
+    p.begin_transaction()
+    for v in values:
+        p.produce(topic, v, partition=partition)
+    p.commit_transaction(60)
+
+
+def read(
+    bootstrap: str, topic: str, isolation: str, partitions: int = 1, timeout: float = 30.0
+) -> list[tuple[int, int, bytes]]:
+    """(partition, offset, value) of every message up to each partition's end (the LSO under read_committed)."""
+    c = ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": unique("reader"),
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": isolation,
+        }
+    )
+    try:
+        c.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in range(partitions)])
+        pending, out = set(range(partitions)), []
+        deadline = time.monotonic() + timeout
+        while pending and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            if m.error() is not None:
+                assert m.error().code() == ck.KafkaError._PARTITION_EOF, m.error()
+                pending.discard(m.partition())
+                continue
+            out.append((m.partition(), m.offset(), m.value()))
+        assert not pending, f"no EOF from partitions {sorted(pending)} of {topic} ({isolation})"
+        return sorted(out)
+    finally:
+        c.close()
+
+
+def values(rows: list[tuple[int, int, bytes]]) -> list[bytes]:
+    return [v for _, _, v in rows]
+
+
+def watermarks(bootstrap: str, topic: str, isolation: str, partition: int = 0) -> tuple[int, int]:
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": unique("wm"), "isolation.level": isolation})
+    try:
+        return c.get_watermark_offsets(ck.TopicPartition(topic, partition), timeout=30, cached=False)
+    finally:
+        c.close()
+
+
+def admin_latest(bootstrap: str, topic: str, level: IsolationLevel) -> int:
+    tp = ck.TopicPartition(topic, 0)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    return admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=level)[tp].result(30).offset
+
+
+def eventually(check: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return check()
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# confluent-kafka: commit, abort, isolation levels, the LSO
+
+
+def test_commit_and_abort_as_each_isolation_level_sees_them(target: Target) -> None:
+    """Aborted records stay in the log for read_uncommitted; markers take an offset and are never delivered."""
+    topic = create_topic(target.bootstrap, unique("txn"), partitions=2)
+    p = txn_producer(target.bootstrap, unique("tid"))
+    for name, parts, commit in (("a", 3, True), ("b", 2, False), ("c", 1, True)):
+        p.begin_transaction()
+        for i in range(parts):
+            p.produce(topic, f"{name}{i}".encode(), partition=0)
+        p.produce(topic, f"{name}-p1".encode(), partition=1)
+        assert p.flush(30) == 0  # else abort_transaction purges what was not sent yet
+        if commit:
+            p.commit_transaction(60)
+        else:
+            p.abort_transaction(60)
+    # Partition 0: a0 a1 a2 COMMIT(3) b0 b1 ABORT(6) c0 COMMIT(8); partition 1: a COMMIT b ABORT c COMMIT.
+    assert read(target.bootstrap, topic, "read_committed", 2) == [
+        (0, 0, b"a0"),
+        (0, 1, b"a1"),
+        (0, 2, b"a2"),
+        (0, 7, b"c0"),
+        (1, 0, b"a-p1"),
+        (1, 4, b"c-p1"),
+    ]
+    assert read(target.bootstrap, topic, "read_uncommitted", 2) == [
+        (0, 0, b"a0"),
+        (0, 1, b"a1"),
+        (0, 2, b"a2"),
+        (0, 4, b"b0"),
+        (0, 5, b"b1"),
+        (0, 7, b"c0"),
+        (1, 0, b"a-p1"),
+        (1, 2, b"b-p1"),
+        (1, 4, b"c-p1"),
+    ]
+    # No open transaction: the LSO is the high watermark, which counts the markers.
+    assert watermarks(target.bootstrap, topic, "read_committed") == (0, 9)
+    assert watermarks(target.bootstrap, topic, "read_uncommitted") == (0, 9)
+    assert watermarks(target.bootstrap, topic, "read_committed", 1) == (0, 6)
+
+
+def test_open_transaction_holds_read_committed_at_the_lso(target: Target) -> None:
+    topic = create_topic(target.bootstrap, unique("lso"))
+    committed_txn(target.bootstrap, topic, [b"x0", b"x1"])  # offsets 0-1, marker 2
+    plain = ck.Producer({"bootstrap.servers": target.bootstrap, "enable.idempotence": True})
+    open_p = txn_producer(target.bootstrap, unique("tid"))
+    open_p.begin_transaction()
+    open_p.produce(topic, b"o0", partition=0)
+    open_p.produce(topic, b"o1", partition=0)
+    assert open_p.flush(30) == 0  # offsets 3-4, in the log but undecided
+    plain.produce(topic, b"n5", partition=0)  # offset 5: not transactional, but after the LSO
+    assert plain.flush(30) == 0
+
+    assert values(read(target.bootstrap, topic, "read_committed")) == [b"x0", b"x1"]
+    assert values(read(target.bootstrap, topic, "read_uncommitted")) == [b"x0", b"x1", b"o0", b"o1", b"n5"]
+    assert watermarks(target.bootstrap, topic, "read_committed") == (0, 3)
+    assert watermarks(target.bootstrap, topic, "read_uncommitted") == (0, 6)
+    assert admin_latest(target.bootstrap, topic, IsolationLevel.READ_COMMITTED) == 3
+    assert admin_latest(target.bootstrap, topic, IsolationLevel.READ_UNCOMMITTED) == 6
+    with raw_conn(target) as conn:
+        assert list_latest(conn, topic, isolation=1) == 3
+        assert list_latest(conn, topic, isolation=0) == 6
+
+    open_p.commit_transaction(60)  # marker at 6
+    assert eventually(
+        lambda: _eq(values(read(target.bootstrap, topic, "read_committed")), [b"x0", b"x1", b"o0", b"o1", b"n5"])
+    )
+    assert watermarks(target.bootstrap, topic, "read_committed") == (0, 7)
+    assert admin_latest(target.bootstrap, topic, IsolationLevel.READ_COMMITTED) == 7
+
+
+def _eq(got: Any, want: Any) -> bool:
+    assert got == want
+    return True
+
+
+def test_read_committed_consumer_waiting_at_the_lso_gets_the_records_at_commit(target: Target) -> None:
+    """A read_committed consumer polling while the transaction is open receives it once the commit lands."""
+    topic = create_topic(target.bootstrap, unique("wait"))
+    p = txn_producer(target.bootstrap, unique("tid"))
+    p.begin_transaction()
+    for i in range(5):
+        p.produce(topic, f"w{i}".encode(), partition=0)
+    assert p.flush(30) == 0
+    c = ck.Consumer(
+        {
+            "bootstrap.servers": target.bootstrap,
+            "group.id": unique("g"),
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        c.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
+        early = [m for m in (c.poll(0.5) for _ in range(4)) if m is not None and m.error() is None]
+        assert early == []
+        p.commit_transaction(60)
+        got: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + 20
+        while len(got) < 5 and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                got.append((m.offset(), m.value()))
+        assert got == [(i, f"w{i}".encode()) for i in range(5)]
+    finally:
+        c.close()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Consume-transform-produce across a kill -9 of the application
+
+
+def _start_worker(target: Target, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), "--bootstrap", target.bootstrap, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_consume_transform_produce_is_exactly_once_across_kill_9(target: Target) -> None:
+    n = 300
+    src = create_topic(target.bootstrap, unique("ctp-in"), partitions=2)
+    dst = create_topic(target.bootstrap, unique("ctp-out"), partitions=2)
+    group, tid = unique("ctp-g"), unique("ctp-tid")
+    plain = ck.Producer({"bootstrap.servers": target.bootstrap, "enable.idempotence": True})
+    for i in range(n):
+        plain.produce(src, f"in-{i}".encode(), partition=i % 2)
+    assert plain.flush(30) == 0
+    common = ["--input", src, "--output", dst, "--group", group, "--transactional-id", tid, "--batch", "40"]
+
+    first = _start_worker(target, *common, "--hang-in-batch", "3")
+    assert first.stdout is not None
+    seen = []
+    try:
+        for line in first.stdout:  # the worker announces each step; kill it inside its third batch
+            seen.append(line.strip())
+            if line.startswith("hanging"):
+                break
+        else:
+            pytest.fail(f"worker exited early: {seen}\n{first.stderr.read() if first.stderr else ''}")
+    finally:
+        first.kill()
+        first.wait()
+    assert sum(s.startswith("committed") for s in seen) == 2, seen
+
+    second = _start_worker(target, *common)
+    out, err = second.communicate(timeout=120)
+    assert second.returncode == 0, f"worker failed:\n{out}\n{err}"
+
+    got = values(read(target.bootstrap, dst, "read_committed", 2))
+    assert sorted(got) == sorted(f"out-in-{i}".encode() for i in range(n))  # each input once, nothing aborted
+    # The killed batch's records reached the log before the kill: read_uncommitted shows them twice.
+    assert len(read(target.bootstrap, dst, "read_uncommitted", 2)) > n
+    c = ck.Consumer({"bootstrap.servers": target.bootstrap, "group.id": group})
+    try:
+        committed = c.committed([ck.TopicPartition(src, p) for p in range(2)], timeout=30)
+        assert [tp.offset for tp in committed] == [n // 2, n // 2]
+    finally:
+        c.close()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Raw requests: wrong input gets Kafka's error code and the broker keeps serving
+
+
+@contextlib.contextmanager
+def raw_conn(target: Target) -> Iterator[Connection]:
+    host, port = parse_bootstrap(target.bootstrap)
+    conn = Connection(host, port, client_id="txn-probe", timeout=30)
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def list_latest(conn: Connection, topic: str, isolation: int) -> int:
+    R = ListOffsetsRequest
+    P = R.ListOffsetsTopic.ListOffsetsPartition
+    req = R(
+        replica_id=-1,
+        isolation_level=isolation,
+        topics=[
+            R.ListOffsetsTopic(name=topic, partitions=[P(partition_index=0, current_leader_epoch=-1, timestamp=-1)])
+        ],
+    )
+    p = conn.do(req).topics[0].partitions[0]
+    assert p.error_code == 0, ErrorCode(p.error_code).name
+    return int(p.offset)
+
+
+def retried(call: Callable[[], Any], code: Callable[[Any], int], timeout: float = 30.0) -> Any:
+    """Repeat a coordinator request while it answers what a client retries (coordinator loading, the previous
+    transaction still completing)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        resp = call()
+        if code(resp) not in RETRIABLE or time.monotonic() > deadline:
+            return resp
+        time.sleep(0.1)
+
+
+def find_txn_coordinator(conn: Connection, tid: str) -> None:
+    resp = retried(lambda: conn.do(FindCoordinatorRequest(key=tid, key_type=1), 3), lambda r: r.error_code)
+    assert resp.error_code == 0, ErrorCode(resp.error_code).name
+
+
+def init_pid(conn: Connection, tid: str | None, timeout_ms: int = 60_000) -> Any:
+    if tid is not None:
+        find_txn_coordinator(conn, tid)
+    req = InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=timeout_ms)
+    return retried(lambda: conn.do(req, 4), lambda r: r.error_code)
+
+
+def add_partitions(
+    conn: Connection, tid: str, pid: int, epoch: int, parts: dict[str, list[int]]
+) -> dict[tuple[str, int], str]:
+    T = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+    req = AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id=tid,
+        v3_and_below_producer_id=pid,
+        v3_and_below_producer_epoch=epoch,
+        v3_and_below_topics=[T(name=t, partitions=ps) for t, ps in parts.items()],
+    )
+
+    def codes(resp: Any) -> dict[tuple[str, int], str]:
+        return {
+            (t.name, p.partition_index): ErrorCode(p.partition_error_code).name
+            for t in resp.results_by_topic_v3_and_below
+            for p in t.results_by_partition
+        }
+
+    resp = retried(lambda: conn.do(req, 3), lambda r: max(ErrorCode[c] for c in codes(r).values()))
+    return codes(resp)
+
+
+def end_txn(conn: Connection, tid: str, pid: int, epoch: int, commit: bool) -> str:
+    req = EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit)
+    return ErrorCode(retried(lambda: conn.do(req, 3), lambda r: r.error_code).error_code).name
+
+
+def produce_txn(conn: Connection, tid: str, topic: str, pid: int, epoch: int, seq: int, *vals: bytes) -> str:
+    batch = build_batch(
+        [NewRecord(None, v) for v in vals],
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        flags=TRANSACTIONAL_FLAG,
+    )
+    P = ProduceRequest.TopicProduceData
+    req = ProduceRequest(
+        transactional_id=tid,
+        acks=-1,
+        timeout_ms=10_000,
+        topic_data=[P(name=topic, partition_data=[P.PartitionProduceData(index=0, records=batch)])],
+    )
+    [t] = conn.do(req, 9).responses
+    [p] = t.partition_responses
+    return ErrorCode(p.error_code).name
+
+
+def assert_still_serving(target: Target) -> None:
+    """A fresh transaction commits and reads back: the bad request left the broker working."""
+    topic = create_topic(target.bootstrap, unique("alive"))
+    committed_txn(target.bootstrap, topic, [b"alive"])
+    assert values(read(target.bootstrap, topic, "read_committed")) == [b"alive"]
+
+
+def test_end_txn_without_init_producer_id(target: Target) -> None:
+    tid = unique("never-init")
+    with raw_conn(target) as conn:
+        find_txn_coordinator(conn, tid)
+        assert end_txn(conn, tid, 424242, 0, True) == "INVALID_PRODUCER_ID_MAPPING"
+        assert end_txn(conn, tid, 424242, 0, False) == "INVALID_PRODUCER_ID_MAPPING"
+    assert_still_serving(target)
+
+
+def test_add_partitions_for_an_unknown_topic(target: Target) -> None:
+    known = create_topic(target.bootstrap, unique("known"))
+    tid = unique("tid")
+    with raw_conn(target) as conn:
+        r = init_pid(conn, tid)
+        assert r.error_code == 0, ErrorCode(r.error_code).name
+        missing = unique("missing")
+        # One unknown partition fails the whole request: the others are not attempted, nothing is added.
+        assert add_partitions(conn, tid, r.producer_id, r.producer_epoch, {known: [0], missing: [0]}) == {
+            (known, 0): "OPERATION_NOT_ATTEMPTED",
+            (missing, 0): "UNKNOWN_TOPIC_OR_PARTITION",
+        }
+        assert add_partitions(conn, tid, r.producer_id, r.producer_epoch, {known: [0, 7]}) == {
+            (known, 0): "OPERATION_NOT_ATTEMPTED",
+            (known, 7): "UNKNOWN_TOPIC_OR_PARTITION",
+        }
+        # The transaction never began: there is nothing to end, and the id still works.
+        assert add_partitions(conn, tid, r.producer_id, r.producer_epoch, {known: [0]}) == {(known, 0): "NONE"}
+        assert end_txn(conn, tid, r.producer_id, r.producer_epoch, False) == "NONE"
+    assert_still_serving(target)
+
+
+def _join_group(conn: Connection, group: str) -> tuple[str, int]:
+    """Join a classic group alone (own protocol type, so no consumer-protocol parsing): (member id, generation)."""
+    P = JoinGroupRequest.JoinGroupRequestProtocol
+    find = retried(lambda: conn.do(FindCoordinatorRequest(key=group, key_type=0), 3), lambda r: r.error_code)
+    assert find.error_code == 0
+
+    def join(member: str) -> Any:
+        return conn.do(
+            JoinGroupRequest(
+                group_id=group,
+                session_timeout_ms=30_000,
+                rebalance_timeout_ms=30_000,
+                member_id=member,
+                group_instance_id=None,
+                protocol_type="txn-test",
+                protocols=[P(name="p", metadata=b"")],
+            ),
+            5,
+        )
+
+    r = retried(lambda: join(""), lambda r: r.error_code)
+    if r.error_code == ErrorCode.MEMBER_ID_REQUIRED:
+        r = join(r.member_id)
+    assert r.error_code == 0, ErrorCode(r.error_code).name
+    A = SyncGroupRequest.SyncGroupRequestAssignment
+    s = conn.do(
+        SyncGroupRequest(
+            group_id=group,
+            generation_id=r.generation_id,
+            member_id=r.member_id,
+            group_instance_id=None,
+            assignments=[A(member_id=r.member_id, assignment=b"")],
+        ),
+        3,
+    )
+    assert s.error_code == 0, ErrorCode(s.error_code).name
+    return r.member_id, r.generation_id
+
+
+def test_txn_offset_commit_with_a_stale_generation(target: Target) -> None:
+    topic = create_topic(target.bootstrap, unique("tocg"))
+    tid, group = unique("tid"), unique("g")
+    with raw_conn(target) as conn:
+        member, generation = _join_group(conn, group)
+        r = init_pid(conn, tid)
+        pid, epoch = r.producer_id, r.producer_epoch
+        add = AddOffsetsToTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch, group_id=group)
+        assert retried(lambda: conn.do(add, 3), lambda r: r.error_code).error_code == 0
+
+        def commit(gen: int, member_id: str) -> str:
+            T = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+            req = TxnOffsetCommitRequest(
+                transactional_id=tid,
+                group_id=group,
+                producer_id=pid,
+                producer_epoch=epoch,
+                generation_id=gen,
+                member_id=member_id,
+                group_instance_id=None,
+                topics=[
+                    T(
+                        name=topic,
+                        partitions=[
+                            T.TxnOffsetCommitRequestPartition(
+                                partition_index=0, committed_offset=5, committed_leader_epoch=-1, committed_metadata=""
+                            )
+                        ],
+                    )
+                ],
+            )
+            resp = retried(lambda: conn.do(req, 3), lambda r: r.topics[0].partitions[0].error_code)
+            return ErrorCode(resp.topics[0].partitions[0].error_code).name
+
+        assert commit(generation - 1, member) == "ILLEGAL_GENERATION"
+        assert commit(generation + 1, member) == "ILLEGAL_GENERATION"
+        assert commit(generation, "not-a-member") == "UNKNOWN_MEMBER_ID"
+        assert commit(generation, member) == "NONE"
+        assert end_txn(conn, tid, pid, epoch, True) == "NONE"
+    c = ck.Consumer({"bootstrap.servers": target.bootstrap, "group.id": group})
+    try:
+        assert eventually(lambda: _eq(c.committed([ck.TopicPartition(topic, 0)], timeout=30)[0].offset, 5))
+    finally:
+        c.close()
+    assert_still_serving(target)
+
+
+def test_transactional_produce_from_a_fenced_epoch(target: Target) -> None:
+    topic = create_topic(target.bootstrap, unique("fence"))
+    tid = unique("tid")
+    with raw_conn(target) as conn:
+        r = init_pid(conn, tid)
+        pid, old = r.producer_id, r.producer_epoch
+        assert add_partitions(conn, tid, pid, old, {topic: [0]}) == {(topic, 0): "NONE"}
+        assert produce_txn(conn, tid, topic, pid, old, 0, b"zombie-0") == "NONE"
+        r2 = init_pid(conn, tid)  # a new instance: aborts the open transaction, bumps the epoch
+        # One bump fences the old epoch and aborts with it, a second is the new instance's (Kafka's TV1 answer).
+        assert (r2.error_code, r2.producer_id, r2.producer_epoch) == (0, pid, old + 2)
+        assert produce_txn(conn, tid, topic, pid, old, 1, b"zombie-1") == "INVALID_PRODUCER_EPOCH"
+        assert end_txn(conn, tid, pid, old, True) == "PRODUCER_FENCED"
+        assert add_partitions(conn, tid, pid, old, {topic: [0]}) == {(topic, 0): "PRODUCER_FENCED"}
+        assert list_latest(conn, topic, isolation=1) == list_latest(conn, topic, isolation=0)  # abort written
+    assert values(read(target.bootstrap, topic, "read_uncommitted")) == [b"zombie-0"]
+    assert values(read(target.bootstrap, topic, "read_committed")) == []
+    assert_still_serving(target)
+
+
+def test_init_producer_id_with_a_timeout_above_the_maximum(target: Target) -> None:
+    tid = unique("tid")
+    with raw_conn(target) as conn:
+        r = init_pid(conn, tid, timeout_ms=900_001)  # transaction.max.timeout.ms is 900000
+        assert ErrorCode(r.error_code).name == "INVALID_TRANSACTION_TIMEOUT"
+        r = init_pid(conn, tid, timeout_ms=900_000)
+        assert ErrorCode(r.error_code).name == "NONE"
+        assert r.producer_epoch == 0
+    assert_still_serving(target)
+
+
+def test_confluent_producer_with_a_timeout_above_the_maximum_is_refused(target: Target) -> None:
+    p = ck.Producer(
+        {"bootstrap.servers": target.bootstrap, "transactional.id": unique("tid"), "transaction.timeout.ms": 900_001}
+    )
+    with pytest.raises(ck.KafkaException) as info:
+        p.init_transactions(30)
+    err = info.value.args[0]
+    assert err.code() == ck.KafkaError.INVALID_TRANSACTION_TIMEOUT and err.fatal(), err
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Transaction timeout
+
+
+def test_a_timed_out_transaction_is_aborted_by_the_broker(target: Target) -> None:
+    topic = create_topic(target.bootstrap, unique("tmo"))
+    p = txn_producer(target.bootstrap, unique("tid"), **{"transaction.timeout.ms": 2000, "message.timeout.ms": 2000})
+    p.begin_transaction()
+    p.produce(topic, b"late", partition=0)
+    assert p.flush(30) == 0
+    assert watermarks(target.bootstrap, topic, "read_committed") == (0, 0)
+    # The broker aborts after 2 s: an ABORT marker at 1 and the LSO moves past it.
+    assert eventually(lambda: _eq(watermarks(target.bootstrap, topic, "read_committed"), (0, 2)), timeout=15)
+    with pytest.raises(ck.KafkaException) as info:
+        p.commit_transaction(30)
+    err = info.value.args[0]
+    # The broker's abort bumped the epoch: the producer is fenced (EndTxn answered PRODUCER_FENCED), fatally.
+    assert (err.code(), err.fatal()) == (ck.KafkaError._FENCED, True), err
+    assert values(read(target.bootstrap, topic, "read_committed")) == []
+    assert values(read(target.bootstrap, topic, "read_uncommitted")) == [b"late"]
+
+
+def test_raw_transaction_timeout_fences_the_epoch(target: Target) -> None:
+    topic = create_topic(target.bootstrap, unique("rawtmo"))
+    tid = unique("tid")
+    with raw_conn(target) as conn:
+        r = init_pid(conn, tid, timeout_ms=1000)
+        pid, epoch = r.producer_id, r.producer_epoch
+        assert add_partitions(conn, tid, pid, epoch, {topic: [0]}) == {(topic, 0): "NONE"}
+        assert produce_txn(conn, tid, topic, pid, epoch, 0, b"slow") == "NONE"
+        eventually(lambda: _eq(list_latest(conn, topic, isolation=1), 2), timeout=15)  # ABORT marker at 1
+        assert end_txn(conn, tid, pid, epoch, True) == "PRODUCER_FENCED"
+        assert end_txn(conn, tid, pid, epoch, False) == "PRODUCER_FENCED"
+        assert produce_txn(conn, tid, topic, pid, epoch, 1, b"slower") == "INVALID_PRODUCER_EPOCH"
+        r2 = init_pid(conn, tid, timeout_ms=1000)
+        # The timeout's abort bumped the epoch once, the new instance's init bumps it again.
+        assert (r2.error_code, r2.producer_id, r2.producer_epoch) == (0, pid, epoch + 2)
+    assert values(read(target.bootstrap, topic, "read_uncommitted")) == [b"slow"]
+    assert values(read(target.bootstrap, topic, "read_committed")) == []
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Admin: Kafka's kafka-transactions tool
+
+
+def _table(text: str) -> tuple[list[str], list[list[str]]]:
+    """A kafka-transactions table: (header columns, rows); cells are tab-separated and blank-padded."""
+    split = [[c.strip() for c in ln.rstrip("\t").split("\t")] for ln in text.splitlines() if ln.strip()]
+    return split[0], split[1:]
+
+
+TOOL = "org.apache.kafka.tools.TransactionsCommand"  # kafka-transactions.sh
+
+
+def transactions_tool(target: Target, *args: str) -> tuple[list[str], list[list[str]]]:
+    res = kafka_tool(TOOL, target.bootstrap, *args)
+    assert res.returncode == 0, res.output
+    return _table(res.stdout)
+
+
+def test_kafka_transactions_tool_lists_and_describes(target: Target) -> None:
+    topic = create_topic(target.bootstrap, unique("admin"))
+    tid = unique("tool-tid")
+    p = txn_producer(target.bootstrap, tid)
+    p.begin_transaction()
+    p.produce(topic, b"open", partition=0)
+    assert p.flush(30) == 0
+
+    header, rows = transactions_tool(target, "list")
+    assert header == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+    [mine] = [r for r in rows if r[0] == tid]
+    assert mine[3] == "Ongoing"
+    pid = mine[2]
+    header, rows = transactions_tool(target, "list", "--duration-filter", "3600000")  # open for an hour or more
+    assert tid not in [r[0] for r in rows]
+
+    header, rows = transactions_tool(target, "describe", "--transactional-id", tid)
+    assert header == [
+        "CoordinatorId",
+        "TransactionalId",
+        "ProducerId",
+        "ProducerEpoch",
+        "TransactionState",
+        "TransactionTimeoutMs",
+        "CurrentTransactionStartTimeMs",
+        "TransactionDurationMs",
+        "TopicPartitions",
+    ]
+    [row] = rows
+    assert row[1:6] == [tid, pid, "0", "Ongoing", "60000"] and row[8] == f"{topic}-0"
+    assert abs(int(row[6]) - time.time() * 1000) < 60_000 and 0 <= int(row[7]) < 60_000
+
+    header, rows = transactions_tool(target, "describe-producers", "--topic", topic, "--partition", "0")
+    assert header == [
+        "ProducerId",
+        "ProducerEpoch",
+        "LatestCoordinatorEpoch",
+        "LastSequence",
+        "LastTimestamp",
+        "CurrentTransactionStartOffset",
+    ]
+    [row] = rows
+    # No marker written yet: no coordinator epoch; the transaction starts at the first record, offset 0.
+    assert [row[i] for i in (0, 1, 2, 3, 5)] == [pid, "0", "-1", "0", "0"]
+
+    p.commit_transaction(60)
+    [row] = transactions_tool(target, "describe", "--transactional-id", tid)[1]
+    assert row[4] == "CompleteCommit" and row[8] == ""
+    [row] = transactions_tool(target, "describe-producers", "--topic", topic, "--partition", "0")[1]
+    assert [row[i] for i in (0, 1, 2, 3, 5)] == [pid, "0", "0", "0", "None"]
+
+
+def test_kafka_transactions_tool_aborts_a_hanging_transaction(target: Target) -> None:
+    """`kafka-transactions abort` writes an ABORT marker straight to the partition (WriteTxnMarkers): the LSO
+    moves on while the coordinator still thinks the transaction is open."""
+    topic = create_topic(target.bootstrap, unique("hang"))
+    p = txn_producer(target.bootstrap, unique("tid"))
+    p.begin_transaction()
+    p.produce(topic, b"hanging", partition=0)
+    assert p.flush(30) == 0
+    committed_txn(target.bootstrap, topic, [b"after"])  # offsets 1, marker 2: behind the LSO at 0
+    assert watermarks(target.bootstrap, topic, "read_committed") == (0, 0)
+    res = kafka_tool(TOOL, target.bootstrap, "abort", "--topic", topic, "--partition", "0", "--start-offset", "0")
+    assert res.returncode == 0, res.output
+    assert eventually(lambda: _eq(watermarks(target.bootstrap, topic, "read_committed"), (0, 4)))
+    assert values(read(target.bootstrap, topic, "read_committed")) == [b"after"]
+    res = kafka_tool(TOOL, target.bootstrap, "abort", "--topic", topic, "--partition", "0", "--start-offset", "0")
+    assert res.returncode != 0 and "Could not find any open transactions starting at offset 0" in res.output
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# kill -9 of the broker around EndTxn (logbroker only)
+
+
+def test_broker_kill_9_after_commits_and_during_an_open_transaction(tmp_path: Path) -> None:
+    """logbroker only: the Kafka fixture cannot kill -9 a node and restart it on the same data.
+
+    Every transaction whose commit_transaction returned survives a kill -9 that follows at once; aborted ones
+    stay invisible; a transaction open at the kill is aborted after restart when its timeout passes, and the
+    LSO moves past it."""
+    if "logbroker" not in both_targets():
+        pytest.skip("logbroker only (LOGBROKER_TEST_TARGET=kafka)")
+    proc = BrokerProcess(tmp_path / "data", env=dict(LOGBROKER_ENV))
+    proc.start()
+    try:
+        topic = create_topic(proc.bootstrap, unique("crash"))
+        committed: list[bytes] = []
+        for round_ in range(3):
+            p = txn_producer(proc.bootstrap, unique("tid"))
+            for t in range(10):
+                p.begin_transaction()
+                vals = [f"r{round_}-t{t}-{i}".encode() for i in range(3)]
+                for v in vals:
+                    p.produce(topic, v, partition=0)
+                if t % 3 == 2:
+                    p.abort_transaction(60)
+                else:
+                    p.commit_transaction(60)
+                    committed += vals
+            hanging = txn_producer(
+                proc.bootstrap, unique("open"), **{"transaction.timeout.ms": 3000, "message.timeout.ms": 3000}
+            )
+            hanging.begin_transaction()
+            hanging.produce(topic, f"open-{round_}".encode(), partition=0)
+            assert hanging.flush(30) == 0
+            p.begin_transaction()
+            p.produce(topic, f"last-{round_}".encode(), partition=0)
+            p.commit_transaction(60)
+            committed.append(f"last-{round_}".encode())
+            proc.kill()  # right after commit_transaction returned
+            proc.start()
+            # The open transaction holds the LSO until its 3 s timeout, then it is aborted.
+            want = list(committed)
+            eventually(lambda w=want: _eq(values(read(proc.bootstrap, topic, "read_committed")), w), 30)
+            hw = watermarks(proc.bootstrap, topic, "read_uncommitted")[1]
+            assert watermarks(proc.bootstrap, topic, "read_committed")[1] == hw
+    finally:
+        proc.kill()
