@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from logbroker.mq import Client, InitialPosition, Message, MQConfig
+from logbroker.mq import Client, InitialPosition, Message, MQConfig, TopicNotEmpty
 from logbroker.notify import AT_LEAST_ONCE, NotificationListener, Notifier
 from logbroker.notify.notifier import encode
 from support import both_targets, create_topic, target_bootstrap, unique
@@ -170,6 +170,43 @@ def test_mq_latest_position_and_an_open_transaction(bootstrap: str) -> None:
         finally:
             txn.close()
         assert [m.payload for m in got] == [b"open-1", b"after"]
+
+
+def test_mq_latest_message_id_is_a_message(bootstrap: str) -> None:
+    """latest_message_id names the last message a consumer can receive, not the marker or aborted
+    record at the end of the log (a caller waiting to reach it would wait for ever); a long aborted
+    tail (past the first read window) included. check_topic_valid calls a topic that holds only an
+    aborted transaction empty."""
+    with mq_client(bootstrap) as c:
+        topic = unique("mq-txn-latest")
+        want = mq_history(bootstrap, c, topic)
+        with c.subscribe(topic, unique("sub"), InitialPosition.EARLIEST) as cons:
+            got = drain(cons)
+            assert [m.payload for m in got] == want
+            assert cons.latest_message_id() == got[-1].id
+        with c.subscribe(topic, unique("sub"), InitialPosition.UNKNOWN) as cons:
+            cons.seek(got[-1].id, inclusive=True)
+            assert [m.payload for m in drain(cons)] == [want[-1]]
+        txn = Txns(bootstrap)
+        try:
+            txn.run(topic, [(b"x-long-%d" % i, None) for i in range(40)], commit=False)
+        finally:
+            txn.close()
+        with c.subscribe(topic, unique("sub"), InitialPosition.UNKNOWN) as cons:
+            assert cons.latest_message_id() == got[-1].id
+            with pytest.raises(TopicNotEmpty):
+                cons.check_topic_valid()
+
+        only_aborted = unique("mq-txn-aborted")
+        c.ensure_topic(only_aborted)
+        txn = Txns(bootstrap)
+        try:
+            txn.run(only_aborted, [(b"x", None), (b"y", None)], commit=False)
+        finally:
+            txn.close()
+        with c.subscribe(only_aborted, unique("sub"), InitialPosition.EARLIEST) as cons:
+            cons.check_topic_valid()  # offsets 0..2 are taken, but by no message
+            assert drain(cons, quiet=1.0) == []
 
 
 # ------------------------------------------------------------------------------------------ notify

@@ -538,6 +538,7 @@ class Consumer:
         self._c = _librdkafka(CKConsumer, conf, "consumer")
         self._buf: deque[Any] = deque()
         self._batch = max(1, min(conf.get("queued.min.messages", 500), 500))
+        self._conf = conf
         self._started = False
         self._closed = False
         self._sought: set[int] = set()
@@ -658,11 +659,57 @@ class Consumer:
             raise _kafka_error(exc.args[0]) from None
 
     def latest_message_id(self, partition: int = 0) -> MessageID:
-        """ID of the last message (Milvus: high watermark - 1, and offset 0 for an empty topic)."""
+        """ID of the last message (Milvus: high watermark - 1, and offset 0 for an empty topic).
+
+        On a topic written by transactional producers the offset before the end may be a COMMIT or
+        ABORT marker or an aborted record, which no receive() ever returns: a caller waiting for that
+        ID would wait for ever. The last message that is readable is returned instead (its offset
+        found by reading the tail); high - 1 still when there is none.
+        """
         self._check_open()
-        _, high = self._c.get_watermark_offsets(TopicPartition(self.topic, partition),
-                                                timeout=self._timeout, cached=False)  # fmt: skip
-        return MessageID(self.topic, partition, max(high - 1, 0))
+        low, high = self._c.get_watermark_offsets(TopicPartition(self.topic, partition),
+                                                  timeout=self._timeout, cached=False)  # fmt: skip
+        last = self._last_message(partition, max(low, 0), high) if high > max(low, 0) else None
+        return MessageID(self.topic, partition, last if last is not None else max(high - 1, 0))
+
+    def _last_message(self, partition: int, low: int, high: int) -> int | None:
+        """Offset of the last readable message in [low, high), or None (only markers and aborted records).
+
+        Read by a throw-away consumer of the same settings (this one's position and the subscription's
+        commits are untouched): a window before `high`, widened until a message or `low` is met. The
+        cheap case, a plain topic, is one fetch whose last record is at high - 1.
+        """
+        conf = {**self._conf, "enable.auto.commit": False, "enable.auto.offset.store": False,
+                "enable.partition.eof": True, "queued.min.messages": 1000}  # fmt: skip
+        probe = _librdkafka(CKConsumer, conf, "consumer")
+        deadline = time.monotonic() + self._timeout
+        try:
+            window = 16
+            while True:
+                start = max(low, high - window)
+                probe.assign([TopicPartition(self.topic, partition, start)])
+                last = None
+                while True:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise MQError(f"reading the end of {self.topic!r} partition {partition} timed out")
+                    m = probe.poll(min(left, 1.0))
+                    if m is None:
+                        continue
+                    err = m.error()
+                    if err is not None and err.code() == KafkaError._PARTITION_EOF:
+                        break
+                    if err is not None:
+                        raise _kafka_error(err)
+                    if m.offset() < high:
+                        last = m.offset()
+                    if m.offset() >= high - 1:
+                        break
+                if last is not None or start == low:
+                    return last
+                window *= 16
+        finally:
+            probe.close()
 
     def check_topic_valid(self) -> None:
         """Raise TopicNotFound if the topic is gone, TopicNotEmpty if any partition holds messages."""
@@ -672,7 +719,8 @@ class Consumer:
         for p in self._partitions:
             low, high = self._c.get_watermark_offsets(TopicPartition(self.topic, p), timeout=self._timeout,
                                                       cached=False)  # fmt: skip
-            if high > max(low, 0):
+            # Offsets held only by transaction markers and aborted records are no messages.
+            if high > max(low, 0) and self._last_message(p, max(low, 0), high) is not None:
                 raise TopicNotEmpty(f"topic {self.topic!r} partition {p} holds offsets {low}..{high - 1}")
 
     def committed(self) -> dict[int, int]:
