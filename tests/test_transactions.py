@@ -47,6 +47,7 @@ KAFKA_PROPERTIES = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": CLEANUP_MS,
 }
 LOGBROKER_ENV = {"LOGBROKER_TRANSACTION_ABORT_TIMED_OUT_TRANSACTION_CLEANUP_INTERVAL_MS": str(CLEANUP_MS)}
+RETRIABLE_PRODUCE = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NETWORK_EXCEPTION}
 WORKER = Path(__file__).with_name("txn_worker.py")
 # Answers a transactional client retries while the coordinator loads or finishes the previous transaction.
 RETRIABLE = {
@@ -427,9 +428,16 @@ def produce_txn(conn: Connection, tid: str, topic: str, pid: int, epoch: int, se
         timeout_ms=10_000,
         topic_data=[P(name=topic, partition_data=[P.PartitionProduceData(index=0, records=batch)])],
     )
-    [t] = conn.do(req, 9).responses
-    [p] = t.partition_responses
-    return ErrorCode(p.error_code).name
+
+    def code(resp: Any) -> int:
+        return int(resp.responses[0].partition_responses[0].error_code)
+
+    # Kafka verifies a transactional produce with its coordinator (KIP-890 part 1); while its broker-to-coordinator
+    # channel connects the answer is a retriable NOT_LEADER_OR_FOLLOWER, which clients retry.
+    deadline = time.monotonic() + 15
+    while code(resp := conn.do(req, 9)) in RETRIABLE_PRODUCE and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return ErrorCode(code(resp)).name
 
 
 def assert_still_serving(target: Target) -> None:
