@@ -106,6 +106,24 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *
  * <p>Records are committed synchronously after each processed batch and again when partitions
  * are revoked (at-least-once, no duplicates across a clean rebalance).
+ *
+ * <p>txn --bootstrap B runs a script of transactional steps read from stdin, one JSON object per
+ * line, and prints one result line per step: {"op":S,"ok":true,...} or {"op":S,"ok":false,
+ * "error":SimpleClassName,"message":S,"causes":[SimpleClassName..]}. A failed step does not stop
+ * the script (the next steps show what the client does after the error). Steps ("name" names a
+ * producer or consumer; values are UTF-8 strings; "properties" are client overrides):
+ *
+ * <pre>
+ * {"op":"producer","name":P,"transactional_id":S,"properties":{..}}   create (no init)
+ * {"op":"init"|"begin"|"commit"|"abort"|"close","name":P}           the producer's call
+ * {"op":"send","name":P,"topic":T,"partition":N,"values":[S..]}        send, flush; -> "offsets":[O..]
+ * {"op":"send_offsets","name":P,"offsets":[{"topic":T,"partition":N,"offset":O}],
+ *  "consumer":C | "group":G}       sendOffsetsToTransaction with C's groupMetadata() or a bare group id
+ * {"op":"consumer","name":C,"group":G,"topic":T,"properties":{..}}  subscribe, poll until assigned;
+ *                                  -> "partitions":[N..],"generation":N,"member_id":S
+ * {"op":"poll","name":C,"count":N,"timeout_ms":M}     -> "records":[{"partition","offset","value"}]
+ * {"op":"sleep","ms":M}
+ * </pre>
  */
 public final class ClientTool {
     private ClientTool() {}
@@ -125,6 +143,7 @@ public final class ClientTool {
                 case "group-consume" -> code = groupConsume(opts);
                 case "log-dirs" -> code = logDirs(opts);
                 case "alter-log-dir" -> code = alterLogDir(opts);
+                case "txn" -> code = txn(opts);
                 default -> {
                     usage("unknown subcommand " + argv[0]);
                     code = 2;
@@ -145,7 +164,7 @@ public final class ClientTool {
 
     private static void usage(String why) {
         System.err.println("ClientTool: " + why
-                + "\nusage: ClientTool produce|consume|metadata|create-topic|group-consume|log-dirs|alter-log-dir --bootstrap B ... (see source)");
+                + "\nusage: ClientTool produce|consume|metadata|create-topic|group-consume|log-dirs|alter-log-dir|txn --bootstrap B ... (see source)");
         System.exit(2);
     }
 
@@ -567,6 +586,158 @@ public final class ClientTool {
         Map<String, Object> c = row("committed");
         c.put("offsets", done);
         emit(out, c);
+    }
+
+    // ------------------------------------------------------------------ txn
+
+    /** Records a txn "consumer" step polled while waiting for its assignment, handed out by the next "poll". */
+    private static final Map<KafkaConsumer<byte[], byte[]>, List<ConsumerRecord<byte[], byte[]>>> UNREAD =
+            new HashMap<>();
+
+    private static int txn(Opts o) throws Exception {
+        Map<String, KafkaProducer<byte[], byte[]>> producers = new HashMap<>();
+        Map<String, KafkaConsumer<byte[], byte[]>> consumers = new HashMap<>();
+        PrintWriter out = stdout();
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        try {
+            String line;
+            while ((line = in.readLine()) != null) {
+                if (line.isBlank()) {
+                    continue;
+                }
+                Map<String, Object> step = Json.parseObject(line);
+                String op = (String) step.get("op");
+                Map<String, Object> result = new LinkedHashMap<>();
+                result.put("op", op);
+                try {
+                    txnStep(o, step, producers, consumers, result);
+                    result.put("ok", true);
+                } catch (Exception e) {
+                    result.put("ok", false);
+                    result.put("error", e.getClass().getSimpleName());
+                    result.put("message", String.valueOf(e.getMessage()));
+                    List<Object> causes = new ArrayList<>();
+                    for (Throwable c = e.getCause(); c != null; c = c.getCause()) {
+                        causes.add(c.getClass().getSimpleName());
+                    }
+                    result.put("causes", causes);
+                }
+                emit(out, result);
+            }
+        } finally {
+            for (KafkaProducer<byte[], byte[]> p : producers.values()) {
+                p.close(Duration.ofSeconds(5));
+            }
+            for (KafkaConsumer<byte[], byte[]> c : consumers.values()) {
+                c.close(Duration.ofSeconds(5));
+            }
+        }
+        return 0;
+    }
+
+    @SuppressWarnings("unchecked")
+    private static void txnStep(Opts o, Map<String, Object> step, Map<String, KafkaProducer<byte[], byte[]>> producers,
+                                Map<String, KafkaConsumer<byte[], byte[]>> consumers, Map<String, Object> result)
+            throws Exception {
+        String op = (String) step.get("op");
+        String name = (String) step.get("name");
+        Map<String, Object> overrides = (Map<String, Object>) step.getOrDefault("properties", Map.of());
+        switch (op) {
+            case "producer" -> {
+                Properties props = o.clientProps();
+                props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+                props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+                props.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, step.get("transactional_id"));
+                props.put(ProducerConfig.CLIENT_ID_CONFIG, "clienttool-" + name);
+                props.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "30000");
+                props.putAll(o.properties);
+                overrides.forEach((k, v) -> props.put(k, String.valueOf(v)));
+                producers.put(name, new KafkaProducer<>(props));
+            }
+            case "init" -> producers.get(name).initTransactions();
+            case "begin" -> producers.get(name).beginTransaction();
+            case "commit" -> producers.get(name).commitTransaction();
+            case "abort" -> producers.get(name).abortTransaction();
+            case "close" -> producers.remove(name).close(Duration.ofSeconds(5));
+            case "send" -> {
+                KafkaProducer<byte[], byte[]> p = producers.get(name);
+                List<Future<RecordMetadata>> futures = new ArrayList<>();
+                Integer partition = step.get("partition") == null ? null : ((Number) step.get("partition")).intValue();
+                for (Object v : (List<Object>) step.get("values")) {
+                    futures.add(p.send(new ProducerRecord<>((String) step.get("topic"), partition, null,
+                            ((String) v).getBytes(StandardCharsets.UTF_8))));
+                }
+                p.flush();
+                List<Object> offsets = new ArrayList<>();
+                for (Future<RecordMetadata> f : futures) {
+                    offsets.add(f.get(60, TimeUnit.SECONDS).offset());
+                }
+                result.put("offsets", offsets);
+            }
+            case "send_offsets" -> {
+                Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+                for (Object x : (List<Object>) step.get("offsets")) {
+                    Map<String, Object> m = (Map<String, Object>) x;
+                    offsets.put(new TopicPartition((String) m.get("topic"), ((Number) m.get("partition")).intValue()),
+                            new OffsetAndMetadata(((Number) m.get("offset")).longValue()));
+                }
+                ConsumerGroupMetadata gm = step.containsKey("consumer")
+                        ? consumers.get((String) step.get("consumer")).groupMetadata()
+                        : new ConsumerGroupMetadata((String) step.get("group"));
+                producers.get(name).sendOffsetsToTransaction(offsets, gm);
+            }
+            case "consumer" -> {
+                Properties props = o.clientProps();
+                props.put(ConsumerConfig.GROUP_ID_CONFIG, step.get("group"));
+                props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+                props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+                props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+                props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+                props.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+                props.putAll(o.properties);
+                overrides.forEach((k, v) -> props.put(k, String.valueOf(v)));
+                KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(props);
+                consumers.put(name, c);
+                c.subscribe(List.of((String) step.get("topic")));
+                long deadline = System.currentTimeMillis() + 30_000;
+                List<ConsumerRecord<byte[], byte[]>> early = new ArrayList<>();
+                while (c.assignment().isEmpty() && System.currentTimeMillis() < deadline) {
+                    c.poll(Duration.ofMillis(100)).forEach(early::add);  // kept for the next poll step
+                }
+                UNREAD.put(c, early);
+                TreeSet<Integer> parts = new TreeSet<>();
+                for (TopicPartition tp : c.assignment()) {
+                    parts.add(tp.partition());
+                }
+                result.put("partitions", new ArrayList<Object>(parts));
+                result.put("generation", c.groupMetadata().generationId());
+                result.put("member_id", c.groupMetadata().memberId());
+            }
+            case "poll" -> {
+                KafkaConsumer<byte[], byte[]> c = consumers.get(name);
+                long count = ((Number) step.getOrDefault("count", -1)).longValue();
+                long deadline = System.currentTimeMillis() + ((Number) step.getOrDefault("timeout_ms", 10000)).longValue();
+                List<Object> records = new ArrayList<>();
+                List<ConsumerRecord<byte[], byte[]>> batch = UNREAD.getOrDefault(c, new ArrayList<>());
+                UNREAD.remove(c);
+                while ((count < 0 || records.size() < count) && System.currentTimeMillis() < deadline) {
+                    if (batch.isEmpty()) {
+                        c.poll(Duration.ofMillis(100)).forEach(batch::add);
+                    }
+                    for (ConsumerRecord<byte[], byte[]> r : batch) {
+                        Map<String, Object> m = new LinkedHashMap<>();
+                        m.put("partition", r.partition());
+                        m.put("offset", r.offset());
+                        m.put("value", r.value() == null ? null : new String(r.value(), StandardCharsets.UTF_8));
+                        records.add(m);
+                    }
+                    batch.clear();
+                }
+                result.put("records", records);
+            }
+            case "sleep" -> Thread.sleep(((Number) step.get("ms")).longValue());
+            default -> throw new IllegalArgumentException("unknown txn op " + op);
+        }
     }
 
     private static Map<String, Object> row(String event) {
