@@ -4,7 +4,8 @@ Kafka's order (KafkaApis.handleTxnOffsetCommitRequest, then CoordinatorRuntime.s
 unknown topics and partitions are answered UNKNOWN_TOPIC_OR_PARTITION on their own; the rest share one refusal,
 if any: first the transaction's verification (KIP-890 part 1, in every version: the group must have been added
 to the producer's open transaction), then the group's KIP-447 member checks. v0-2 carry no member id or
-generation: they commit as generation -1, member "".
+generation: they commit as generation -1, member "". v5 (KIP-890 part 2: the commit adds the group to the
+transaction itself) is not advertised, as transaction version 2 is not.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ TR = R.TxnOffsetCommitResponseTopic
 PR = TR.TxnOffsetCommitResponsePartition
 
 
-@handles(ApiKey.TxnOffsetCommit, 0, 5)
+@handles(ApiKey.TxnOffsetCommit, 0, 4)
 async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     b = req.body
     v = req.version
