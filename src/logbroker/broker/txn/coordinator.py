@@ -5,8 +5,10 @@ before it is acted on or answered, so an acknowledged EndTxn survives kill -9. E
 Kafka's two-phase sequence, run here without a network in between: PrepareCommit/PrepareAbort is made
 durable (the decision), then the markers are written into every partition of the transaction and the
 producer's pending offsets are committed or dropped in each group, made durable, and only then is the id
-CompleteCommit/CompleteAbort and the client answered. A crash between the decision and the markers is
-finished on the next start (`recover`): what was decided is carried out, whatever the client saw.
+CompleteCommit/CompleteAbort and the client answered: two fsync rounds, since the decision must be on disk
+before any marker is (a marker made durable without it could be contradicted by a timeout abort after a
+crash). A crash between the decision and the markers is finished on the next start (`start`): what was
+decided is carried out, whatever the client saw.
 
 While a change is being written the id is `pending` and every other request for it gets
 CONCURRENT_TRANSACTIONS (the client retries), exactly as Kafka answers during its own writes. Errors and
@@ -292,7 +294,11 @@ class TxnCoordinator:
                     groups=set(),
                     start_ms=-1,
                 )
-                await self._write(done)
+                # Not awaited: the markers are durable, so the outcome is settled; were this record lost, the
+                # restart would find the prepared state and find no open transaction left to mark. The next
+                # state change of this id is written after it in the same log and its fsync covers both.
+                plog = self.store.append([(("x", meta.transactional_id), done.to_json())])
+                self._spawn(self._persist_cb(plog))
             except OSError as exc:
                 log.error("transaction %r: markers not written (%s); retrying", meta.transactional_id, exc)
                 await asyncio.sleep(MARKER_RETRY_S)
