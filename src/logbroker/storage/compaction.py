@@ -15,12 +15,23 @@ What is kept follows Kafka's Cleaner: the record with the highest offset of each
 a batch keeps its base and last offset so readers step over removed records), records without a key
 dropped, tombstones (null value) dropped only once the segment holding them is older than
 delete.retention.ms and they are in the part cleaned before, the last batch of each idempotent producer
-kept (empty if all its records went) so its sequence state survives, control batches kept whole,
-compressed batches decompressed, filtered and compressed again with their own codec.
+kept (empty if all its records went) so its sequence state survives, compressed batches decompressed,
+filtered and compressed again with their own codec.
+
+Transactions, as Kafka's Cleaner (CleanedTransactionMetadata): nothing at or past the last stable offset is
+cleaned (the segment holding it and later ones are left alone), so an open transaction's records stay. The
+records of aborted transactions (known from the aborted index, as read_committed readers know them) are
+removed and never enter the key map, so an aborted update can neither survive as a key's value nor hide
+the committed value before it. A cleaned segment's `.txnindex` keeps the entries of the aborted transactions
+whose batches were still in the log when the round started; a marker (COMMIT or ABORT) stays while any batch
+of its transaction does. Once none does, the marker gets Kafka's delete horizon (now + delete.retention.ms,
+written in its header with the delete-horizon attribute, as Kafka 2.8+ writes it) and a later cleaning past
+that horizon removes it, unless it is its producer's last batch (its epoch fences zombies).
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import os
@@ -35,19 +46,24 @@ from typing import TYPE_CHECKING
 from crc32c import crc32c
 
 from logbroker.protocol.records import (
+    ABORT,
+    COMMIT,
     COMPRESSION_MASK,
     HEADER_SIZE,
     LOG_OVERHEAD,
     NO_PRODUCER_ID,
     BatchHeader,
     compress,
+    control_type,
     decompress,
     parse_header,
     read_varint,
+    write_varint,
 )
 
 from .files import FileCache, fsync_dir
 from .segment import Segment, segment_name
+from .txnindex import AbortedTxn
 
 if TYPE_CHECKING:
     from .log import PartitionLog
@@ -62,6 +78,9 @@ _I64 = struct.Struct(">q")
 _CRC_FROM = 21  # CRC32C covers attributes..end
 _MAX_TS_AT = 35
 _RECORDS_COUNT_AT = 57
+_BASE_TS_AT = 27
+DELETE_HORIZON_FLAG = 0x40  # Kafka's batch attribute: the base timestamp is the delete horizon
+SUFFIXES = (".index", ".timeindex", ".txnindex", ".log")  # a segment's files; the log last when moving
 
 
 @dataclass(frozen=True)
@@ -85,6 +104,9 @@ class CleanJob:
     max_keys: int
     index_interval: int
     io_bytes_per_second: float = float("inf")
+    # The aborted transactions overlapping the segments (producer id, first offset, marker offset, LSO): the
+    # log's aborted index as read_committed fetches read it.
+    aborted: tuple[tuple[int, int, int, int], ...] = ()
 
 
 @dataclass
@@ -104,7 +126,7 @@ class CleanResult:
     bytes_written: int = 0
     records_kept: int = 0
     records_removed: int = 0
-    tombstones_kept_until_ms: int | None = None  # when a kept tombstone may go: clean again then
+    tombstones_kept_until_ms: int | None = None  # when a kept tombstone or marker may go: clean again then
     seconds: float = 0.0
 
 
@@ -156,13 +178,91 @@ class _Throttle:
             time.sleep(ahead)
 
 
+class _Aborted:
+    """The aborted transactions of the job, looked up by batch: a producer's transactions never overlap, so
+    a transactional batch is aborted when it lies between the first offset and the ABORT marker of one of its
+    producer's aborted transactions (Kafka's CleanedTransactionMetadata reaches the same answer by scanning)."""
+
+    def __init__(self, entries: tuple[tuple[int, int, int, int], ...]) -> None:
+        self.by_marker: dict[tuple[int, int], AbortedTxn] = {}
+        spans: dict[int, list[tuple[int, int]]] = {}
+        for pid, first, last, lso in entries:
+            self.by_marker[(pid, last)] = AbortedTxn(pid, first, last, lso)
+            spans.setdefault(pid, []).append((first, last))
+        self._spans = {pid: sorted(set(s)) for pid, s in spans.items()}
+        self._firsts = {pid: [f for f, _l in s] for pid, s in self._spans.items()}
+
+    def marker_of(self, h: BatchHeader) -> int | None:
+        """The ABORT marker's offset when `h` is a data batch of an aborted transaction, else None."""
+        if h.is_control or not h.is_transactional or h.producer_id not in self._spans:
+            return None
+        i = bisect.bisect_right(self._firsts[h.producer_id], h.last_offset) - 1
+        if i < 0:
+            return None
+        _first, marker = self._spans[h.producer_id][i]
+        return marker if h.last_offset < marker else None
+
+
+@dataclass
+class _TxnState:
+    """What one scan of the range (before anything is removed) says about transactions."""
+
+    aborted_batches: set[int] = field(default_factory=set)  # base offsets of aborted data batches
+    kept_aborts: dict[int, AbortedTxn] = field(default_factory=dict)  # marker offset -> entry to keep
+    spent_markers: set[int] = field(default_factory=set)  # markers no batch of whose transaction remains
+    last_of_producer: dict[int, int] = field(default_factory=dict)  # pid -> base offset of its last batch
+
+
+def _scan_transactions(segments: list[SegmentFile], aborted: _Aborted, throttle: _Throttle,
+                       out: CleanResult) -> _TxnState:  # fmt: skip
+    """Kafka's CleanedTransactionMetadata over the whole range, in offset order: an ABORT marker keeps its
+    index entry (and stays) while a batch of its transaction is present; a COMMIT marker stays while a
+    batch of its transaction is; an empty control batch was cleaned before and is spent."""
+    st = _TxnState()
+    seen_aborted: set[tuple[int, int]] = set()  # (pid, marker) of aborted transactions with a batch here
+    open_committed: set[int] = set()  # pids with a batch of a committed transaction since their last marker
+    for seg in segments:
+        data = Path(seg.path).read_bytes()
+        throttle.account(len(data))
+        out.bytes_read += len(data)
+        for h, raw in _batches(data):
+            if h.producer_id != NO_PRODUCER_ID:
+                st.last_of_producer[h.producer_id] = h.base_offset
+            if h.is_control:
+                pid = h.producer_id
+                body = raw if not h.compression else raw[:HEADER_SIZE] + decompress(h.compression, raw[HEADER_SIZE:])
+                kind = control_type(body) if h.records_count else -1
+                if h.records_count == 0:
+                    st.spent_markers.add(h.base_offset)
+                elif kind == ABORT:
+                    entry = aborted.by_marker.get((pid, h.base_offset))
+                    if entry is not None and (pid, h.base_offset) in seen_aborted:
+                        st.kept_aborts[h.base_offset] = entry
+                    elif pid not in open_committed:  # (batches but no index entry: kept, the safe side)
+                        st.spent_markers.add(h.base_offset)
+                    open_committed.discard(pid)
+                elif kind == COMMIT:
+                    if pid not in open_committed:
+                        st.spent_markers.add(h.base_offset)
+                    open_committed.discard(pid)
+                continue
+            marker = aborted.marker_of(h)
+            if marker is not None:
+                st.aborted_batches.add(h.base_offset)
+                seen_aborted.add((h.producer_id, marker))
+            elif h.is_transactional:
+                open_committed.add(h.producer_id)
+    return st
+
+
 def clean_segments(job: CleanJob) -> CleanResult:
     """Build the key map over the dirty segments, then write every group of segments cleaned (staged)."""
     started = time.monotonic()
     out = CleanResult()
     throttle = _Throttle(job.io_bytes_per_second)
-    # 1. The key map: last offset of each key at or past first_dirty. A full map ends the range at a segment
-    # boundary (at least one dirty segment is always mapped, as Kafka requires).
+    aborted = _Aborted(job.aborted)
+    # 1. The key map: last offset of each key at or past first_dirty, aborted records left out. A full map ends
+    # the range at a segment boundary (at least one dirty segment is always mapped, as Kafka requires).
     latest: dict[bytes, int] = {}
     end = job.segments[-1].base if job.segments else job.first_dirty
     included: list[SegmentFile] = []
@@ -178,7 +278,7 @@ def clean_segments(job: CleanJob) -> CleanResult:
         throttle.account(len(data))
         out.bytes_read += len(data)
         for h, raw in _batches(data):
-            if h.is_control or h.last_offset < job.first_dirty:
+            if h.is_control or h.last_offset < job.first_dirty or aborted.marker_of(h) is not None:
                 continue
             body = decompress(h.compression, raw[HEADER_SIZE:])
             for _rec, off_delta, _ts, key, _null in _records(body, h.records_count):
@@ -187,9 +287,11 @@ def clean_segments(job: CleanJob) -> CleanResult:
                     latest[_key_id(key)] = offset
         included.append(seg)
         end = nxt if nxt is not None else _segment_end(data, seg.base)
-    # The last batch of each producer in the range: kept, empty if need be, for the producer's sequence state.
-    last_of_producer: dict[int, int] = {}
-    # 2. Groups of consecutive segments whose sizes add up to at most segment.bytes.
+    # 2. Transactions over the whole range; the last batch of each producer in it is kept, empty if need be,
+    # for the producer's sequence state.
+    txns = _scan_transactions(included, aborted, throttle, out)
+    keep_batches = set(txns.last_of_producer.values())
+    # 3. Groups of consecutive segments whose sizes add up to at most segment.bytes.
     groups: list[list[SegmentFile]] = []
     size = 0
     for seg in included:
@@ -200,12 +302,8 @@ def clean_segments(job: CleanJob) -> CleanResult:
         else:
             groups.append([seg])
             size = n
-    for seg in included:
-        for h, _raw in _batches(Path(seg.path).read_bytes()):
-            if h.producer_id != NO_PRODUCER_ID:
-                last_of_producer[h.producer_id] = h.base_offset
     for group in groups:
-        out.groups.append(_write_group(job, group, latest, set(last_of_producer.values()), out, throttle))
+        out.groups.append(_write_group(job, group, latest, keep_batches, txns, out, throttle))
     out.end = end
     out.seconds = time.monotonic() - started
     return out
@@ -218,11 +316,17 @@ def _segment_end(data: bytes, base: int) -> int:
     return end
 
 
+def _keep_until(out: CleanResult, until: int) -> None:
+    prev = out.tombstones_kept_until_ms
+    out.tombstones_kept_until_ms = until if prev is None else min(prev, until)
+
+
 def _write_group(
     job: CleanJob,
     group: list[SegmentFile],
     latest: dict[bytes, int],
     keep_batches: set[int],
+    txns: _TxnState,
     out: CleanResult,
     throttle: _Throttle,
 ) -> Group:
@@ -231,6 +335,7 @@ def _write_group(
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     cleaned = bytearray()
+    entries: list[AbortedTxn] = []
     for seg in group:
         data = Path(seg.path).read_bytes()
         throttle.account(len(data))
@@ -238,23 +343,35 @@ def _write_group(
         horizon_passed = job.now_ms - seg.mtime_ms > job.delete_retention_ms
         for h, raw in _batches(data):
             if h.is_control:
-                cleaned += raw
+                if h.base_offset in txns.kept_aborts:
+                    entries.append(txns.kept_aborts[h.base_offset])
+                if h.base_offset not in txns.spent_markers or h.compression:
+                    cleaned += raw
+                elif not h.attributes & DELETE_HORIZON_FLAG:  # spent just now: the horizon starts
+                    cleaned += _with_delete_horizon(raw, h, job.now_ms + job.delete_retention_ms)
+                    _keep_until(out, job.now_ms + job.delete_retention_ms)
+                elif job.now_ms < h.base_timestamp or h.base_offset in keep_batches:
+                    cleaned += raw
+                    if job.now_ms < h.base_timestamp:
+                        _keep_until(out, h.base_timestamp)
+                else:
+                    out.records_removed += h.records_count
                 continue
             body = decompress(h.compression, raw[HEADER_SIZE:])
             kept: list[bytes] = []
             max_ts = -1
+            aborted = h.base_offset in txns.aborted_batches
             for rec, off_delta, ts_delta, key, null_value in _records(body, h.records_count):
                 offset = h.base_offset + off_delta
                 keep = key is not None and offset >= job.log_start and latest.get(_key_id(key), -1) <= offset
+                keep = keep and not aborted
                 if keep and null_value and offset < job.first_dirty and horizon_passed:
                     keep = False  # a tombstone past delete.retention.ms, seen by a cleaning before
                 if keep:
                     kept.append(rec)
                     max_ts = max(max_ts, h.base_timestamp + ts_delta)
                     if null_value:
-                        until = seg.mtime_ms + job.delete_retention_ms + 1
-                        prev = out.tombstones_kept_until_ms
-                        out.tombstones_kept_until_ms = until if prev is None else min(prev, until)
+                        _keep_until(out, seg.mtime_ms + job.delete_retention_ms + 1)
             out.records_kept += len(kept)
             out.records_removed += h.records_count - len(kept)
             if len(kept) == h.records_count:
@@ -266,16 +383,42 @@ def _write_group(
         f.flush()
         os.fsync(f.fileno())
     out.bytes_written += len(cleaned)
-    # Fresh indexes beside it, built as recovery builds them; then every file and the directory are durable.
+    # Fresh indexes beside it, built as recovery builds them, and the aborted index (always a file, empty or
+    # not: finish_swap tells a moved file from a missing one); then every file and the directory are durable.
     files = FileCache()
     seg = Segment(staging, base, job.index_interval, job.now_ms, files)
     seg.recover(verify_crc=False)
+    seg.txn.path.touch()
+    for entry in entries:
+        seg.txn.append(entry)
     seg.sync_indexes()
     seg.close()
     mtime = max(s.mtime_ms for s in group) / 1000
     os.utime(staging / f"{segment_name(base)}.log", (mtime, mtime))  # the delete horizon counts from here
     fsync_dir(staging)
     return Group(base, [s.base for s in group], str(staging))
+
+
+def _with_delete_horizon(raw: bytes, h: BatchHeader, horizon: int) -> bytes:
+    """The (uncompressed) batch with Kafka's delete horizon: the attribute set and the base timestamp the
+    horizon, each record's timestamp delta rewritten so its timestamp stays the same."""
+    body = bytearray()
+    for rec, _off_delta, ts_delta, _key, _null in _records(raw[HEADER_SIZE:], h.records_count):
+        _length, p = read_varint(rec, 0)
+        attrs = rec[p]
+        _ts, rest = read_varint(rec, p + 1)
+        inner = bytearray([attrs])
+        write_varint(inner, h.base_timestamp + ts_delta - horizon)
+        inner += rec[rest:]
+        write_varint(body, len(inner))
+        body += inner
+    hdr = bytearray(raw[:HEADER_SIZE])
+    struct.pack_into(">h", hdr, _CRC_FROM, h.attributes | DELETE_HORIZON_FLAG)
+    _I64.pack_into(hdr, _BASE_TS_AT, horizon)
+    _I32.pack_into(hdr, 8, HEADER_SIZE - LOG_OVERHEAD + len(body))
+    out = hdr + body
+    struct.pack_into(">I", out, 17, crc32c(bytes(out[_CRC_FROM:])))
+    return bytes(out)
 
 
 def _rebuild(raw: bytes, h: BatchHeader, kept: list[bytes], max_ts: int) -> bytes:
@@ -325,11 +468,16 @@ def finish_swap(directory: Path, staging: Path) -> int | None:
         return None
     name = segment_name(base)
     if (staging / f"{name}.log").exists():
+        # The other replaced segments' files go; the first one's (same name as the new segment's) are
+        # overwritten by the renames, so a run after a crash never deletes a file already moved in.
+        # Staging holds every file of the new segment (an empty `.txnindex` too), so one that is missing there
+        # has been moved.
         for old in replaced:
-            for suffix in (".log", ".index", ".timeindex"):
-                (directory / f"{segment_name(old)}{suffix}").unlink(missing_ok=True)
+            if old != base:
+                for suffix in SUFFIXES:
+                    (directory / f"{segment_name(old)}{suffix}").unlink(missing_ok=True)
         fsync_dir(directory)
-        for suffix in (".index", ".timeindex", ".log"):  # the log last: its presence says the move is not done
+        for suffix in SUFFIXES:  # the log last: its presence says the move is not done
             src = staging / f"{name}{suffix}"
             if src.exists():
                 os.replace(src, directory / f"{name}{suffix}")
@@ -374,8 +522,13 @@ def plan(plog: PartitionLog, now_ms: int, max_keys: int, io_rate: float = float(
         return None
     closed = plog.segments[:-1]
     lag_bound = now_ms - cfg.min_compaction_lag_ms
+    # Kafka's first uncleanable offset: the active segment, the segment holding the last stable offset (an
+    # open transaction's records, and what follows them, are never cleaned), min.compaction.lag.ms.
+    lso = plog.last_stable_offset
     cleanable = []
     for seg in closed:
+        if seg.next_offset > lso:
+            break
         if cfg.min_compaction_lag_ms > 0 and seg.max_timestamp > lag_bound:
             break
         cleanable.append(seg)
@@ -401,8 +554,11 @@ def plan(plog: PartitionLog, now_ms: int, max_keys: int, io_rate: float = float(
         return None
     files = tuple(SegmentFile(s.base_offset, str(s.log_path), int(os.stat(s.log_path).st_mtime * 1000))
                   for s in cleanable)  # fmt: skip
+    aborted = tuple((e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset)
+                    for e in plog.aborted_transactions(cleanable[0].base_offset, end))  # fmt: skip
     job = CleanJob(str(plog.dir), files, min(first_dirty, end), plog.log_start_offset, now_ms,
-                   cfg.delete_retention_ms, cfg.segment_bytes, max_keys, cfg.index_interval_bytes, io_rate)  # fmt: skip
+                   cfg.delete_retention_ms, cfg.segment_bytes, max_keys, cfg.index_interval_bytes, io_rate,
+                   aborted)  # fmt: skip
     return Plan(job, ratio, reason)
 
 
