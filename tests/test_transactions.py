@@ -9,6 +9,7 @@ timed-out transactions every 200 ms here (Kafka's default check runs every 10 s)
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 import time
@@ -277,6 +278,67 @@ def test_read_committed_consumer_waiting_at_the_lso_gets_the_records_at_commit(t
         assert got == [(i, f"w{i}".encode()) for i in range(5)]
     finally:
         c.close()
+
+
+def test_interleaved_transactions_across_segments_and_codecs(target: Target) -> None:
+    """Two transactional producers interleave in the log, one commits while the other aborts, with plain records
+    between them, over several 1 MiB segments and three codecs: read_committed drops exactly the aborted
+    producer's records of each round (the aborted-transaction index, per producer id and offset range)."""
+    topic = create_topic(target.bootstrap, unique("mix"), config={"segment.bytes": str(1 << 20)})
+    a = txn_producer(target.bootstrap, unique("tid-a"), **{"compression.type": "gzip"})
+    b = txn_producer(target.bootstrap, unique("tid-b"), **{"compression.type": "lz4"})
+    plain = ck.Producer({"bootstrap.servers": target.bootstrap, "compression.type": "zstd"})
+    committed: set[bytes] = set()
+    produced: set[bytes] = set()
+    for rnd in range(40):
+        a.begin_transaction()
+        b.begin_transaction()
+        for i in range(5):
+            for name, p in (("a", a), ("b", b), ("n", plain)):
+                if name == "n" and i % 2:
+                    continue
+                value = f"{name}-{rnd}-{i}-".encode() + os.urandom(4000)  # incompressible: fills segments
+                p.produce(topic, value, partition=0)
+                assert p.flush(30) == 0
+                produced.add(value)
+                if name == "n" or (name == "a") == (rnd % 2 == 0):
+                    committed.add(value)
+        (a.commit_transaction if rnd % 2 == 0 else a.abort_transaction)(60)
+        (b.abort_transaction if rnd % 2 == 0 else b.commit_transaction)(60)
+    everything = read(target.bootstrap, topic, "read_uncommitted", timeout=60)
+    assert set(values(everything)) == produced and len(everything) == len(produced)
+    want = [v for v in values(everything) if v in committed]
+    assert values(read(target.bootstrap, topic, "read_committed", timeout=60)) == want
+
+
+def test_offsets_for_times_under_read_committed(target: Target) -> None:
+    """Timestamp lookups count the markers (stamped when written) and, for read_committed, stop at the LSO."""
+    topic = create_topic(target.bootstrap, unique("ts"))
+    now = int(time.time() * 1000)
+    committed_p = txn_producer(target.bootstrap, unique("tid"))
+    committed_p.begin_transaction()
+    committed_p.produce(topic, b"c0", partition=0, timestamp=now - 60_000)
+    committed_p.commit_transaction(60)  # 0, marker at 1 stamped about `now`
+    p = txn_producer(target.bootstrap, unique("tid"))
+    p.begin_transaction()
+    p.produce(topic, b"o2", partition=0, timestamp=now + 600_000)  # offset 2, open, stamped in the future
+    assert p.flush(30) == 0
+
+    def lookup(isolation: str, ts: int) -> int:
+        c = ck.Consumer({"bootstrap.servers": target.bootstrap, "group.id": unique("ts"), "isolation.level": isolation})
+        try:
+            [tp] = c.offsets_for_times([ck.TopicPartition(topic, 0, ts)], timeout=30)
+            return int(tp.offset)
+        finally:
+            c.close()
+
+    for isolation in ("read_committed", "read_uncommitted"):
+        assert lookup(isolation, now - 60_000) == 0
+        assert lookup(isolation, now - 30_000) == 1  # the COMMIT marker's offset: its timestamp is later
+    assert lookup("read_uncommitted", now + 300_000) == 2
+    assert lookup("read_committed", now + 300_000) == -1
+    p.commit_transaction(60)
+    assert lookup("read_committed", now + 300_000) == 2
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -584,6 +646,55 @@ def test_transactional_produce_from_a_fenced_epoch(target: Target) -> None:
     assert_still_serving(target)
 
 
+def test_end_txn_follows_the_transaction_state(target: Target) -> None:
+    """EndTxn against each state of a TV1 transaction, and with ids or epochs that do not match."""
+    topic = create_topic(target.bootstrap, unique("state"))
+    tid = unique("tid")
+    with raw_conn(target) as conn:
+        r = init_pid(conn, tid)
+        pid, epoch = r.producer_id, r.producer_epoch
+        got = {}
+        got["empty-commit"] = end_txn(conn, tid, pid, epoch, True)
+        got["empty-abort"] = end_txn(conn, tid, pid, epoch, False)
+        assert add_partitions(conn, tid, pid, epoch, {topic: [0]}) == {(topic, 0): "NONE"}
+        got["other-pid"] = end_txn(conn, tid, pid + 1, epoch, True)
+        got["newer-epoch"] = end_txn(conn, tid, pid, epoch + 1, True)
+        got["older-epoch"] = end_txn(conn, tid, pid, epoch - 1, True)
+        got["commit"] = end_txn(conn, tid, pid, epoch, True)
+        got["commit-again"] = end_txn(conn, tid, pid, epoch, True)  # a retried EndTxn
+        got["abort-after-commit"] = end_txn(conn, tid, pid, epoch, False)
+        assert add_partitions(conn, tid, pid, epoch, {topic: [0]}) == {(topic, 0): "NONE"}
+        got["abort"] = end_txn(conn, tid, pid, epoch, False)
+        got["abort-again"] = end_txn(conn, tid, pid, epoch, False)
+        got["commit-after-abort"] = end_txn(conn, tid, pid, epoch, True)
+    assert got == {
+        "empty-commit": "INVALID_TXN_STATE",  # nothing added: no transaction to end
+        "empty-abort": "INVALID_TXN_STATE",
+        "other-pid": "INVALID_PRODUCER_ID_MAPPING",
+        "newer-epoch": "PRODUCER_FENCED",
+        "older-epoch": "PRODUCER_FENCED",
+        "commit": "NONE",
+        "commit-again": "NONE",  # the same decision again is a retry, answered as the first
+        "abort-after-commit": "INVALID_TXN_STATE",
+        "abort": "NONE",
+        "abort-again": "NONE",
+        "commit-after-abort": "INVALID_TXN_STATE",
+    }
+    assert_still_serving(target)
+
+
+def test_transactional_produce_to_a_partition_not_in_the_transaction(target: Target) -> None:
+    """Kafka verifies a transactional produce with the coordinator (KIP-890 part 1): a partition the
+    transaction never added is refused, and nothing is appended."""
+    topic = create_topic(target.bootstrap, unique("unadded"))
+    tid = unique("tid")
+    with raw_conn(target) as conn:
+        r = init_pid(conn, tid)
+        assert produce_txn(conn, tid, topic, r.producer_id, r.producer_epoch, 0, b"sneaky") == "INVALID_TXN_STATE"
+        assert list_latest(conn, topic, isolation=0) == 0
+    assert_still_serving(target)
+
+
 def test_init_producer_id_with_a_timeout_above_the_maximum(target: Target) -> None:
     tid = unique("tid")
     with raw_conn(target) as conn:
@@ -710,6 +821,11 @@ def test_kafka_transactions_tool_lists_and_describes(target: Target) -> None:
     # No marker written yet: no coordinator epoch; the transaction starts at the first record, offset 0.
     assert [row[i] for i in (0, 1, 2, 3, 5)] == [pid, "0", "-1", "0", "0"]
 
+    res = kafka_tool(TOOL, target.bootstrap, "describe", "--transactional-id", unique("no-such-tid"))
+    assert (
+        res.returncode == 1 and "failed because the ID could not be found" in res.output
+    )  # TRANSACTIONAL_ID_NOT_FOUND
+
     p.commit_transaction(60)
     [row] = transactions_tool(target, "describe", "--transactional-id", tid)[1]
     assert row[4] == "CompleteCommit" and row[8] == ""
@@ -782,4 +898,104 @@ def test_broker_kill_9_after_commits_and_during_an_open_transaction(tmp_path: Pa
             hw = watermarks(proc.bootstrap, topic, "read_uncommitted")[1]
             assert watermarks(proc.bootstrap, topic, "read_committed")[1] == hw
     finally:
+        proc.kill()
+
+
+def test_open_transaction_survives_a_broker_kill_9_and_commits(tmp_path: Path) -> None:
+    """logbroker only (as above). The coordinator's state is durable: a transaction whose records and partitions
+    were acknowledged before a kill -9 is still open after restart, and the same producer commits it."""
+    if "logbroker" not in both_targets():
+        pytest.skip("logbroker only (LOGBROKER_TEST_TARGET=kafka)")
+    proc = BrokerProcess(tmp_path / "data", env=dict(LOGBROKER_ENV))
+    proc.start()
+    try:
+        topic = create_topic(proc.bootstrap, unique("survive"), partitions=2)
+        group = unique("g")
+        p = txn_producer(proc.bootstrap, unique("tid"), **{"transaction.timeout.ms": 60_000})
+        p.begin_transaction()
+        for i in range(4):
+            p.produce(topic, f"s{i}".encode(), partition=i % 2)
+        assert p.flush(30) == 0
+        c = ck.Consumer({"bootstrap.servers": proc.bootstrap, "group.id": group})
+        p.send_offsets_to_transaction([ck.TopicPartition(topic, 0, 3)], c.consumer_group_metadata(), 30)
+        c.close()
+        proc.kill()
+        proc.start()
+        p.commit_transaction(60)
+        assert values(read(proc.bootstrap, topic, "read_committed", 2)) == [b"s0", b"s2", b"s1", b"s3"]
+        c = ck.Consumer({"bootstrap.servers": proc.bootstrap, "group.id": group})
+        try:
+            assert c.committed([ck.TopicPartition(topic, 0)], timeout=30)[0].offset == 3
+        finally:
+            c.close()
+    finally:
+        proc.kill()
+
+
+def test_transactions_stay_atomic_across_kill_9_at_random_moments(tmp_path: Path) -> None:
+    """logbroker only (as above). A producer commits two-partition transactions back to back while the broker is
+    killed -9 at random moments (so some land inside EndTxn, between the markers of the two partitions). After
+    the last restart each transaction is on both partitions or on neither, every commit that returned is
+    there, and nothing is doubled."""
+    if "logbroker" not in both_targets():
+        pytest.skip("logbroker only (LOGBROKER_TEST_TARGET=kafka)")
+    import random
+    import threading
+
+    proc = BrokerProcess(tmp_path / "data", env=dict(LOGBROKER_ENV))
+    proc.start()
+    topic = create_topic(proc.bootstrap, unique("atomic"), partitions=2)
+    stop = threading.Event()
+    kills = 0
+
+    def killer() -> None:
+        nonlocal kills
+        rng = random.Random(15)
+        while not stop.wait(rng.uniform(0.5, 1.5)) and kills < 5:
+            proc.kill()
+            kills += 1
+            proc.start()
+
+    tid = unique("tid")
+    confirmed: list[int] = []
+    thread = threading.Thread(target=killer, daemon=True)
+    p = txn_producer(proc.bootstrap, tid, **{"transaction.timeout.ms": 10_000})
+    thread.start()
+    try:
+        n = 0
+        deadline = time.monotonic() + 60
+        while thread.is_alive() and time.monotonic() < deadline:
+            n += 1
+            try:
+                p.begin_transaction()
+                p.produce(topic, f"t{n}".encode(), partition=0)
+                p.produce(topic, f"t{n}".encode(), partition=1)
+                p.commit_transaction(30)
+                confirmed.append(n)
+            except ck.KafkaException as exc:
+                err = exc.args[0]
+                if err.fatal():
+                    p = txn_producer(proc.bootstrap, tid, **{"transaction.timeout.ms": 10_000})
+                elif err.txn_requires_abort():
+                    with contextlib.suppress(ck.KafkaException):
+                        p.abort_transaction(30)
+                else:  # retriable: the outcome is unknown, commit again (or abort if it cannot be)
+                    try:
+                        p.commit_transaction(30)
+                        confirmed.append(n)
+                    except ck.KafkaException:
+                        p = txn_producer(proc.bootstrap, tid, **{"transaction.timeout.ms": 10_000})
+        stop.set()
+        thread.join(30)
+        assert kills == 5 and len(confirmed) > 10, (kills, len(confirmed))
+        rows = eventually(lambda: read(proc.bootstrap, topic, "read_committed", 2), 30)
+        by_part: dict[int, list[bytes]] = {0: [], 1: []}
+        for part, _, v in rows:
+            by_part[part].append(v)
+        assert by_part[0] == by_part[1]  # all or nothing, in the same order
+        assert len(set(by_part[0])) == len(by_part[0])  # nothing doubled
+        assert {f"t{i}".encode() for i in confirmed} <= set(by_part[0])
+    finally:
+        stop.set()
+        thread.join(30)
         proc.kill()
