@@ -118,6 +118,14 @@ def produce(
 @click.option("-e", "--exit-at-end", is_flag=True, help="Stop when every partition is read to its end.")
 @click.option("-f", "--format", "fmt", type=click.Choice(["value", "kv", "json"]), default="value", show_default=True)
 @click.option("--idle-timeout", default=2.0, show_default=True, help="Seconds without data before stopping.")
+@click.option(
+    "--isolation",
+    type=click.Choice(["read_committed", "read_uncommitted"]),
+    default="read_committed",
+    show_default=True,
+    help="read_committed skips records of aborted transactions and stops at open ones (kcat's default); "
+    "read_uncommitted prints every record.",
+)
 def consume(
     bootstrap: str,
     topic: str,
@@ -128,6 +136,7 @@ def consume(
     exit_at_end: bool,
     fmt: str,
     idle_timeout: float,
+    isolation: str,
 ) -> None:
     """Print records of a topic (kcat -C style; partitions are assigned, no consumer group)."""
     import base64
@@ -138,13 +147,14 @@ def consume(
     if from_beginning:
         offset = "beginning"
     printed = 0
+    committed = isolation == "read_committed"
     with client(bootstrap) as c:
         try:
             parts = list(partitions) or [p.partition_index for p in c.describe_topic(topic).partitions]
             positions = {}
             ends = {}
             for p in parts:
-                lo, hi = c.list_offset(topic, p, -2), c.list_offset(topic, p, -1)
+                lo, hi = c.list_offset(topic, p, -2), c.list_offset(topic, p, -1, read_committed=committed)
                 ends[p] = hi
                 if offset == "beginning":
                     positions[p] = lo
@@ -161,8 +171,8 @@ def consume(
             while count is None or printed < count:
                 got = 0
                 for p in parts:
-                    recs, hwm = c.fetch(topic, p, positions[p], max_wait_ms=100)
-                    ends[p] = hwm
+                    recs, ends[p], after = c.fetch_next(topic, p, positions[p], max_wait_ms=100,
+                                                        read_committed=committed)  # fmt: skip
                     for r in recs:
                         if count is not None and printed >= count:
                             break
@@ -170,6 +180,8 @@ def consume(
                         positions[p] = r.offset + 1
                         printed += 1
                         got += 1
+                    else:
+                        positions[p] = after  # past markers and aborted records as well
                 if exit_at_end and all(positions[p] >= ends[p] for p in parts):
                     break
                 if got:

@@ -15,7 +15,7 @@ from logbroker.config import parse_host_port
 from logbroker.protocol import ApiKey, ApiSpec, api
 from logbroker.protocol.errors import ErrorCode
 from logbroker.protocol.messages import decode_response, encode_request
-from logbroker.protocol.records import Compression, NewRecord, Record, build_batch, decode_records
+from logbroker.protocol.records import Compression, NewRecord, Record, build_batch, consumable_records
 
 _I32 = struct.Struct(">i")
 ApiVersionsRequest = api(ApiKey.ApiVersions).request
@@ -131,7 +131,13 @@ class Connection:
 
 
 def fetch_request(
-    topic: str, partition: int, offset: int, max_wait_ms: int = 500, max_bytes: int = 1 << 20, min_bytes: int = 1
+    topic: str,
+    partition: int,
+    offset: int,
+    max_wait_ms: int = 500,
+    max_bytes: int = 1 << 20,
+    min_bytes: int = 1,
+    read_committed: bool = False,
 ) -> FetchRequest:
     """A plain (sessionless) fetch of one partition."""
     F = FetchRequest.FetchTopic
@@ -147,7 +153,7 @@ def fetch_request(
         max_wait_ms=max_wait_ms,
         min_bytes=min_bytes,
         max_bytes=max_bytes,
-        isolation_level=0,
+        isolation_level=1 if read_committed else 0,
         session_id=0,
         session_epoch=-1,
         topics=[F(topic=topic, partitions=[part])],
@@ -341,11 +347,12 @@ class KafkaClient:
                     sizes[p] = size
         return sizes
 
-    def list_offset(self, topic: str, partition: int, timestamp: int) -> int:
+    def list_offset(self, topic: str, partition: int, timestamp: int, read_committed: bool = False) -> int:
+        """The offset for `timestamp` (-1 latest: the last stable offset when read_committed; -2 earliest)."""
         R = ListOffsetsRequest
         req = R(
             replica_id=-1,
-            isolation_level=0,
+            isolation_level=1 if read_committed else 0,
             topics=[
                 R.ListOffsetsTopic(
                     name=topic,
@@ -456,14 +463,37 @@ class KafkaClient:
         return p.base_offset
 
     def fetch(
-        self, topic: str, partition: int, offset: int, max_wait_ms: int = 500, max_bytes: int = 1 << 20
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_wait_ms: int = 500,
+        max_bytes: int = 1 << 20,
+        read_committed: bool = False,
     ) -> tuple[list[Record], int]:
-        """Records at or after `offset` and the high watermark."""
-        req = fetch_request(topic, partition, offset, max_wait_ms, max_bytes)
+        """Records at or after `offset` and the high watermark (the last stable offset when read_committed:
+        records of aborted transactions are left out, and reads stop at open ones)."""
+        recs, end, _next = self.fetch_next(topic, partition, offset, max_wait_ms, max_bytes, read_committed)
+        return recs, end
+
+    def fetch_next(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_wait_ms: int = 500,
+        max_bytes: int = 1 << 20,
+        read_committed: bool = False,
+    ) -> tuple[list[Record], int, int]:
+        """As `fetch`, plus the offset to fetch next: past transaction markers and skipped aborted records
+        too, which a position taken from the last record would stop short of."""
+        req = fetch_request(topic, partition, offset, max_wait_ms, max_bytes, read_committed=read_committed)
         p = self.leader(topic, partition).do(req).responses[0].partitions[0]
         check(p.error_code, context=f"fetch {topic}-{partition}@{offset}")
-        recs = [r for r in decode_records(p.records or b"") if r.offset >= offset]
-        return recs, p.high_watermark
+        aborted = [(a.producer_id, a.first_offset) for a in p.aborted_transactions or ()] if read_committed else None
+        recs, after = consumable_records(p.records or b"", aborted)
+        end = p.last_stable_offset if read_committed and p.last_stable_offset >= 0 else p.high_watermark
+        return [r for r in recs if r.offset >= offset], end, max(after, offset)
 
     def consume(
         self, topic: str, partition: int, offset: int, count: int | None = None, idle_timeout: float = 2.0

@@ -482,3 +482,31 @@ def last_offset_of(data: bytes | memoryview) -> int:
         last = _Q.unpack_from(mv, pos)[0] + _I.unpack_from(mv, pos + LAST_OFFSET_DELTA)[0]
         pos += size
     return last
+
+
+def consumable_records(
+    buf: bytes | memoryview, aborted: Sequence[tuple[int, int]] | None = None
+) -> tuple[list[Record], int]:
+    """What a consumer gets from fetched batches, and the offset to fetch next (past control batches too).
+
+    `aborted`: the fetch's (producer id, first offset) aborted transactions for read_committed, or None
+    for read_uncommitted (everything but markers). Kafka's consumer rule: a producer's batches are skipped
+    from an aborted transaction's first offset until that producer's ABORT marker."""
+    mv = memoryview(buf)
+    pending = sorted(((first, pid) for pid, first in aborted or ()), reverse=True)
+    skipping: set[int] = set()
+    out: list[Record] = []
+    next_offset = -1
+    for h in iter_headers(mv):
+        next_offset = h.next_offset
+        raw = mv[h.position : h.position + h.size]
+        while pending and pending[-1][0] <= h.last_offset:
+            skipping.add(pending.pop()[1])
+        if h.is_control:
+            if control_type(raw) == ABORT:
+                skipping.discard(h.producer_id)
+            continue
+        if aborted is not None and h.is_transactional and h.producer_id in skipping:
+            continue
+        out.extend(decode_batch(raw)[1])
+    return out, next_offset
