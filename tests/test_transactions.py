@@ -22,6 +22,11 @@ import confluent_kafka as ck
 import pytest
 from confluent_kafka import IsolationLevel
 from confluent_kafka.admin import AdminClient, OffsetSpec
+from kafka.protocol.admin.transactions import (
+    DescribeProducersRequest,
+    DescribeTransactionsRequest,
+    ListTransactionsRequest,
+)
 from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.consumer.group import JoinGroupRequest, SyncGroupRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
@@ -693,6 +698,93 @@ def test_transactional_produce_to_a_partition_not_in_the_transaction(target: Tar
         assert produce_txn(conn, tid, topic, r.producer_id, r.producer_epoch, 0, b"sneaky") == "INVALID_TXN_STATE"
         assert list_latest(conn, topic, isolation=0) == 0
     assert_still_serving(target)
+
+
+def test_init_producer_id_refusals(target: Target) -> None:
+    with raw_conn(target) as conn:
+        find_txn_coordinator(conn, "x")
+        for tid, timeout_ms, want in (
+            ("", 1000, "INVALID_REQUEST"),
+            (unique("tid"), 0, "INVALID_TRANSACTION_TIMEOUT"),
+            (unique("tid"), -5, "INVALID_TRANSACTION_TIMEOUT"),
+        ):
+            r = conn.do(InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=timeout_ms), 4)
+            assert (ErrorCode(r.error_code).name, r.producer_id, r.producer_epoch) == (want, -1, -1), (tid, timeout_ms)
+    assert_still_serving(target)
+
+
+def test_list_describe_transactions_and_producers_requests(target: Target) -> None:
+    topic = create_topic(target.bootstrap, unique("admin-raw"))
+    open_tid, done_tid = unique("open"), unique("done")
+    p = txn_producer(target.bootstrap, open_tid)
+    p.begin_transaction()
+    p.produce(topic, b"x", partition=0)
+    assert p.flush(30) == 0
+    committed_txn(target.bootstrap, topic, [b"y"], tid=done_tid)
+    with raw_conn(target) as conn:
+
+        def listed(states: list[str], pids: list[int] | None = None) -> tuple[dict[str, str], list[str]]:
+            r = conn.do(ListTransactionsRequest(state_filters=states, producer_id_filters=pids or []), 0)
+            assert r.error_code == 0
+            mine = {
+                s.transactional_id: s.transaction_state
+                for s in r.transaction_states
+                if s.transactional_id in (open_tid, done_tid)
+            }
+            return mine, list(r.unknown_state_filters)
+
+        # Kafka answers EndTxn once PrepareCommit is logged and writes the markers after: wait for CompleteCommit.
+        eventually(lambda: _eq(listed([])[0], {open_tid: "Ongoing", done_tid: "CompleteCommit"}))
+        assert listed(["Ongoing"]) == ({open_tid: "Ongoing"}, [])
+        assert listed(["CompleteCommit", "Bogus"]) == ({done_tid: "CompleteCommit"}, ["Bogus"])
+        r = conn.do(DescribeTransactionsRequest(transactional_ids=[open_tid, done_tid, "no-such-tid"]), 0)
+        states = {s.transactional_id: s for s in r.transaction_states}
+        s = states[open_tid]
+        assert (s.error_code, s.transaction_state, s.transaction_timeout_ms, s.producer_epoch) == (
+            0,
+            "Ongoing",
+            60000,
+            0,
+        )
+        assert [(t.topic, list(t.partitions)) for t in s.topics] == [(topic, [0])]
+        open_pid = s.producer_id
+        assert listed([], [open_pid]) == ({open_tid: "Ongoing"}, [])
+        s = states[done_tid]
+        assert (s.error_code, s.transaction_state, list(s.topics)) == (0, "CompleteCommit", [])
+        s = states["no-such-tid"]
+        assert (ErrorCode(s.error_code).name, s.transaction_state, list(s.topics)) == (
+            "TRANSACTIONAL_ID_NOT_FOUND",
+            "",
+            [],
+        )
+        # Kafka leaves the other fields of an unknown id at 0.
+        assert (s.producer_id, s.producer_epoch, s.transaction_start_time_ms) == (0, 0, 0)
+
+        T = DescribeProducersRequest.TopicRequest
+        r = conn.do(
+            DescribeProducersRequest(
+                topics=[T(name=topic, partition_indexes=[0, 5]), T(name=unique("no-such-topic"), partition_indexes=[0])]
+            ),
+            0,
+        )
+        parts = {(t.name, pr.partition_index): pr for t in r.topics for pr in t.partitions}
+        assert [ErrorCode(pr.error_code).name for pr in parts.values()] == [
+            "NONE",
+            "UNKNOWN_TOPIC_OR_PARTITION",
+            "UNKNOWN_TOPIC_OR_PARTITION",
+        ]
+        producers = sorted(
+            (
+                a.producer_epoch,
+                a.last_sequence,
+                a.coordinator_epoch,
+                a.current_txn_start_offset,
+                a.producer_id == open_pid,
+            )
+            for a in parts[(topic, 0)].active_producers
+        )
+        # The open transaction starts at 0, no marker yet; the committed one's marker set a coordinator epoch.
+        assert producers == [(0, 0, -1, 0, True), (0, 0, 0, -1, False)]
 
 
 def test_init_producer_id_with_a_timeout_above_the_maximum(target: Target) -> None:
