@@ -245,3 +245,120 @@ def test_aiokafka_commit_and_abort(target: Target) -> None:
     committed, uncommitted = asyncio.run(run())
     assert committed == [(0, b"a0"), (1, b"a1"), (2, b"a2"), (7, b"c0")]
     assert uncommitted == [(0, b"a0"), (1, b"a1"), (2, b"a2"), (4, b"b0"), (5, b"b1"), (7, b"c0")]
+
+
+def _fill(target: Target, topic: str, n: int) -> None:
+    plain = ck.Producer({"bootstrap.servers": target.bootstrap})
+    for i in range(n):
+        plain.produce(topic, f"in-{i}".encode(), partition=0)
+    assert plain.flush(30) == 0
+
+
+def _committed(target: Target, group: str, topic: str) -> int:
+    c = ck.Consumer({"bootstrap.servers": target.bootstrap, "group.id": group})
+    try:
+        [tp] = c.committed([ck.TopicPartition(topic, 0)], timeout=30)
+        return int(tp.offset)
+    finally:
+        c.close()
+
+
+def test_kafka_python_send_offsets_to_transaction(target: Target) -> None:
+    """kafka-python's consume-transform-produce with the consumer's group metadata (KIP-447 TxnOffsetCommit)."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    src, dst, group = (
+        create_topic(target.bootstrap, unique("kp-in")),
+        create_topic(target.bootstrap, unique("kp-out")),
+        unique("kp-g"),
+    )
+    _fill(target, src, 8)
+    c = KafkaConsumer(
+        src,
+        bootstrap_servers=target.bootstrap,
+        group_id=group,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        isolation_level="read_committed",
+    )
+    p = KafkaProducer(bootstrap_servers=target.bootstrap, transactional_id=unique("kp-tid"))
+    try:
+        got: list[bytes] = []
+        for _ in range(100):
+            for batch in c.poll(timeout_ms=200).values():
+                got += [m.value for m in batch]
+            if len(got) >= 8:
+                break
+        assert got == [f"in-{i}".encode() for i in range(8)]
+        p.init_transactions()
+        tp = TopicPartition(src, 0)
+        for end, commit in ((5, True), (8, False)):
+            p.begin_transaction()
+            for v in got[:end]:
+                p.send(dst, b"out-" + v, partition=0)
+            p.send_offsets_to_transaction({tp: OffsetAndMetadata(end, "", -1)}, c.group_metadata())
+            if commit:
+                p.commit_transaction()
+            else:
+                p.abort_transaction()
+    finally:
+        p.close(5)
+        c.close()
+    assert values(read(target.bootstrap, dst, "read_committed")) == [f"out-in-{i}".encode() for i in range(5)]
+    assert _committed(target, group, src) == 5
+
+
+def test_aiokafka_send_offsets_to_transaction(target: Target) -> None:
+    """aiokafka commits transactional offsets by group id only (TxnOffsetCommit without a generation)."""
+    from aiokafka import AIOKafkaProducer, TopicPartition
+
+    src, dst, group = (
+        create_topic(target.bootstrap, unique("aio-in")),
+        create_topic(target.bootstrap, unique("aio-out")),
+        unique("aio-g"),
+    )
+    _fill(target, src, 4)
+
+    async def run() -> None:
+        p = AIOKafkaProducer(bootstrap_servers=target.bootstrap, transactional_id=unique("aio-tid"))
+        await p.start()
+        try:
+            async with p.transaction():
+                await p.send_and_wait(dst, b"kept", partition=0)
+                await p.send_offsets_to_transaction({TopicPartition(src, 0): 3}, group)
+            await p.begin_transaction()
+            await p.send_and_wait(dst, b"dropped", partition=0)
+            await p.send_offsets_to_transaction({TopicPartition(src, 0): 4}, group)
+            await p.abort_transaction()
+        finally:
+            await p.stop()
+
+    asyncio.run(run())
+    assert values(read(target.bootstrap, dst, "read_committed")) == [b"kept"]
+    assert _committed(target, group, src) == 3
+
+
+def test_java_consumer_skips_aborted_records_and_markers(target: Target) -> None:
+    """The Java consumer filters aborted batches with the fetch's aborted-transaction list."""
+    topic = create_topic(target.bootstrap, unique("j-read"))
+    a = ck.Producer({"bootstrap.servers": target.bootstrap, "transactional.id": unique("a"), "linger.ms": 5})
+    b = ck.Producer({"bootstrap.servers": target.bootstrap, "transactional.id": unique("b"), "linger.ms": 5})
+    a.init_transactions(60)
+    b.init_transactions(60)
+    for rnd in range(3):
+        a.begin_transaction()
+        b.begin_transaction()
+        for i in range(2):
+            for name, p in (("a", a), ("b", b)):
+                p.produce(topic, f"{name}{rnd}{i}".encode(), partition=0)
+                assert p.flush(30) == 0
+        a.commit_transaction(60)
+        b.abort_transaction(60)
+    tool = java_client_tool()
+    committed = tool.consume(target.bootstrap, topic, count=6, properties={"isolation.level": "read_committed"})
+    everything = tool.consume(target.bootstrap, topic, count=12, properties={"isolation.level": "read_uncommitted"})
+    assert [r["value"] for r in committed] == [f"a{r}{i}".encode() for r in range(3) for i in range(2)]
+    assert len(everything) == 12 and {r["value"] for r in everything} >= {b"b00", b"b21"}
+    # Offsets: per round a0 b0 a1 b1 then the two markers (6 offsets a round).
+    assert [r["offset"] for r in committed] == [0, 2, 6, 8, 12, 14]
