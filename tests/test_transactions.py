@@ -39,7 +39,7 @@ from kafka.protocol.producer import (
     TxnOffsetCommitRequest,
 )
 
-from logbroker.client.connection import Connection, parse_bootstrap
+from logbroker.client.connection import Connection, fetch_request, parse_bootstrap
 from logbroker.protocol.errors import ErrorCode
 from logbroker.protocol.records import TRANSACTIONAL_FLAG, NewRecord, build_batch
 from logbroker.testing.process import BrokerProcess
@@ -698,6 +698,43 @@ def test_transactional_produce_to_a_partition_not_in_the_transaction(target: Tar
         assert produce_txn(conn, tid, topic, r.producer_id, r.producer_epoch, 0, b"sneaky") == "INVALID_TXN_STATE"
         assert list_latest(conn, topic, isolation=0) == 0
     assert_still_serving(target)
+
+
+def test_fetch_answers_the_lso_and_the_aborted_transactions(target: Target) -> None:
+    """The wire form of read_committed: Fetch v11's last_stable_offset, records only below it, and the
+    aborted transactions (producer id, first offset) overlapping the fetched range; none for read_uncommitted."""
+    topic = create_topic(target.bootstrap, unique("wire"))
+    ta, tb = unique("a"), unique("b")
+    with raw_conn(target) as conn:
+        a, b = init_pid(conn, ta), init_pid(conn, tb)
+        for tid, r in ((ta, a), (tb, b)):
+            assert add_partitions(conn, tid, r.producer_id, r.producer_epoch, {topic: [0]}) == {(topic, 0): "NONE"}
+        assert produce_txn(conn, ta, topic, a.producer_id, 0, 0, b"a0", b"a1") == "NONE"  # 0-1
+        assert produce_txn(conn, tb, topic, b.producer_id, 0, 0, b"b0") == "NONE"  # 2
+        assert produce_txn(conn, ta, topic, a.producer_id, 0, 2, b"a2") == "NONE"  # 3
+        assert end_txn(conn, tb, b.producer_id, 0, False) == "NONE"  # ABORT marker at 4
+
+        def fetch(isolation: int, offset: int) -> tuple[Any, ...]:
+            req = fetch_request(topic, 0, offset, max_wait_ms=0, read_committed=bool(isolation))
+            p = conn.do(req, 11).responses[0].partitions[0]
+            aborted = (
+                None
+                if p.aborted_transactions is None
+                else [(t.producer_id, t.first_offset) for t in p.aborted_transactions]
+            )
+            return p.error_code, p.high_watermark, p.last_stable_offset, aborted, bool(p.records)
+
+        # Kafka writes the markers after answering EndTxn: wait for the high watermark to count the marker.
+        eventually(lambda: _eq(fetch(0, 0), (0, 5, 0, None, True)))
+        assert fetch(1, 0) == (0, 5, 0, [], False)  # a's open transaction at 0 holds everything back
+        assert end_txn(conn, ta, a.producer_id, 0, True) == "NONE"  # COMMIT marker at 5
+        eventually(lambda: _eq(fetch(0, 0), (0, 6, 6, None, True)))
+        b_pid = b.producer_id
+        assert fetch(1, 0) == (0, 6, 6, [(b_pid, 2)], True)
+        assert fetch(1, 3) == (0, 6, 6, [(b_pid, 2)], True)  # the aborted range began before the fetch offset
+        assert fetch(1, 5) == (0, 6, 6, [], True)
+        assert fetch(1, 6) == (0, 6, 6, [], False)
+        assert fetch(0, 3) == (0, 6, 6, None, True)
 
 
 def test_init_producer_id_refusals(target: Target) -> None:
