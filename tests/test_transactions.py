@@ -401,6 +401,55 @@ def test_consume_transform_produce_is_exactly_once_across_kill_9(target: Target)
         c.close()
 
 
+def test_a_killed_workers_partitions_are_taken_over_exactly_once(target: Target) -> None:
+    """Two workers share the group with their own transactional ids (KIP-447); one is killed -9 mid-batch. The
+    survivor gets its partitions once the session expires, and reads their committed offsets only after the dead
+    worker's transaction times out and is aborted (its pending offsets are unstable until then)."""
+    n, parts = 400, 4
+    src = create_topic(target.bootstrap, unique("ctp2-in"), partitions=parts)
+    dst = create_topic(target.bootstrap, unique("ctp2-out"), partitions=parts)
+    group = unique("ctp2-g")
+    plain = ck.Producer({"bootstrap.servers": target.bootstrap, "enable.idempotence": True})
+    for i in range(n):
+        plain.produce(src, f"in-{i}".encode(), partition=i % parts)
+    assert plain.flush(30) == 0
+    common = ["--input", src, "--output", dst, "--group", group, "--batch", "10", "--session-timeout-ms", "6000",
+              "--transaction-timeout-ms", "5000"]  # fmt: skip
+    survivor = _start_worker(target, *common, "--transactional-id", unique("tid-b"), "--batch-delay", "0.3")
+    victim = None
+    try:
+        assert survivor.stdout is not None
+        assert survivor.stdout.readline().strip() == "assigned"
+        victim = _start_worker(target, *common, "--transactional-id", unique("tid-a"), "--hang-in-batch", "2")
+        assert victim.stdout is not None
+        seen = []
+        for line in victim.stdout:
+            seen.append(line.strip())
+            if line.startswith("hanging"):
+                break
+        else:
+            pytest.fail(f"worker exited early: {seen}")
+        victim.kill()
+        victim.wait()
+        assert sum(s.startswith("committed") for s in seen) == 1, seen
+        out, err = survivor.communicate(timeout=120)
+        assert survivor.returncode == 0, f"survivor failed:\n{out}\n{err}"
+    finally:
+        for w in (survivor, victim):
+            if w is not None and w.poll() is None:
+                w.kill()
+                w.wait()
+    got = values(read(target.bootstrap, dst, "read_committed", parts))
+    assert sorted(got) == sorted(f"out-in-{i}".encode() for i in range(n))
+    assert len(read(target.bootstrap, dst, "read_uncommitted", parts)) > n  # the victim's open batch, aborted
+    c = ck.Consumer({"bootstrap.servers": target.bootstrap, "group.id": group})
+    try:
+        committed = c.committed([ck.TopicPartition(src, p) for p in range(parts)], timeout=30)
+        assert [tp.offset for tp in committed] == [n // parts] * parts
+    finally:
+        c.close()
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Raw requests: wrong input gets Kafka's error code and the broker keeps serving
 
@@ -735,6 +784,47 @@ def test_fetch_answers_the_lso_and_the_aborted_transactions(target: Target) -> N
         assert fetch(1, 5) == (0, 6, 6, [], True)
         assert fetch(1, 6) == (0, 6, 6, [], False)
         assert fetch(0, 3) == (0, 6, 6, None, True)
+
+
+def test_pipelined_requests_of_one_transaction_are_handled_in_order(target: Target) -> None:
+    """Kafka handles one connection's requests one at a time, in order. librdkafka pipelines AddOffsetsToTxn and
+    AddPartitionsToTxn on the coordinator connection: the second must see the first done, not a concurrent
+    operation (CONCURRENT_TRANSACTIONS would cost the client a retry backoff every transaction)."""
+    topic = create_topic(target.bootstrap, unique("pipe"), partitions=2)
+    group, tid = unique("g"), unique("tid")
+    T = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+    with raw_conn(target) as conn:
+        r = init_pid(conn, tid)
+        pid, epoch = r.producer_id, r.producer_epoch
+        for rnd in range(5):
+            first = conn.send(
+                AddOffsetsToTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch, group_id=group), 0
+            )
+            second = conn.send(
+                AddPartitionsToTxnRequest(
+                    v3_and_below_transactional_id=tid,
+                    v3_and_below_producer_id=pid,
+                    v3_and_below_producer_epoch=epoch,
+                    v3_and_below_topics=[T(name=topic, partitions=[rnd % 2])],
+                ),
+                0,
+            )
+            offsets = ErrorCode(conn.receive(first[2], first[1], first[0]).error_code).name
+            parts = conn.receive(second[2], second[1], second[0])
+            added = [
+                ErrorCode(p.partition_error_code).name
+                for t in parts.results_by_topic_v3_and_below
+                for p in t.results_by_partition
+            ]
+            assert (offsets, added) == ("NONE", ["NONE"]), rnd
+            assert end_txn(conn, tid, pid, epoch, True) == "NONE"
+            # Kafka writes the markers after answering: wait until the next transaction may begin.
+            eventually(lambda: _eq(describe_state(conn, tid), "CompleteCommit"))
+
+
+def describe_state(conn: Connection, tid: str) -> str:
+    [s] = conn.do(DescribeTransactionsRequest(transactional_ids=[tid]), 0).transaction_states
+    return str(s.transaction_state)
 
 
 def test_init_producer_id_refusals(target: Target) -> None:
