@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -178,16 +179,25 @@ def test_kafka_python_commit_and_abort(target: Target) -> None:
         p.close(5)
 
     def consume(level: str) -> list[tuple[int, bytes]]:
+        """Every record up to the end kafka-python's consumer sees for this level (the LSO for read_committed)."""
         c = KafkaConsumer(
             bootstrap_servers=target.bootstrap,
             isolation_level=level,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
-            consumer_timeout_ms=3000,
         )
         try:
-            c.assign([TopicPartition(topic, 0)])
-            return [(m.offset, m.value) for m in c]
+            tp = TopicPartition(topic, 0)
+            c.assign([tp])
+            c.seek_to_beginning(tp)
+            end = c.end_offsets([tp])[tp]
+            out: list[tuple[int, bytes]] = []
+            deadline = time.monotonic() + 20
+            while c.position(tp) < end and time.monotonic() < deadline:
+                for batch in c.poll(timeout_ms=200).values():
+                    out += [(m.offset, m.value) for m in batch]
+            assert c.position(tp) == end
+            return out
         finally:
             c.close()
 
