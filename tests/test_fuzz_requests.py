@@ -219,10 +219,16 @@ def kafka_hangs_on(frame: bytes) -> bool:
     """Kafka 4.4 never answers a Produce whose records field is null: describing the request for its error
     log dereferences the records (NullPointerException in ProduceRequest.partitionSizes), and the request is
     dropped. Nor an AlterConfigs naming one resource twice, unknown types counting as one (measured: no
-    answer, the connection stays open). Frames that could be one of these are excused on Kafka only."""
+    answer, the connection stays open). Nor many a WriteTxnMarkers, an inter-broker API Kafka does not expect
+    from clients: its answers are gathered per producer id and partition, and a producer id in two markers,
+    a partition named twice, a marker or topic without partitions leave the count it waits for unreached
+    (measured: no answer, the connection stays open), so every WriteTxnMarkers frame is excused. Frames that
+    could be one of these are excused on Kafka only (logbroker is checked on the same frames)."""
     hdr = fuzz.header_of(frame)
     if hdr is not None and hdr[0] == ApiKey.AlterConfigs:
         return _names_a_resource_twice(frame)
+    if hdr is not None and hdr[0] == ApiKey.WriteTxnMarkers:
+        return True
     if hdr is None or hdr[0] != 0:
         return False
     version = hdr[1]

@@ -407,6 +407,8 @@ class PartitionLog:
             for h in seg.iter_headers(seg.offset_for_time(timestamp)):
                 if h.max_timestamp < timestamp or h.last_offset < self.log_start_offset:
                     continue
+                if h.is_control:  # a marker counts, with its one record's timestamp (as in Kafka)
+                    return h.base_offset, h.max_timestamp
                 raw = os.pread(seg.fd, h.batch_length + 12, h.position)
                 _hdr, records = decode_batch(raw, verify_crc=False)
                 for r in records:

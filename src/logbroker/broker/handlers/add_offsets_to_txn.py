@@ -13,7 +13,7 @@ API = api(ApiKey.AddOffsetsToTxn)
 R = API.response
 
 
-@handles(ApiKey.AddOffsetsToTxn, 0, 4)
+@handles(ApiKey.AddOffsetsToTxn, 0, 4, exclusive=True)  # one connection's requests in order, as Kafka
 async def handle(ctx: BrokerContext, req: Request) -> R:
     b = req.body
     err = await ctx.txns.add_partitions(b.transactional_id, b.producer_id, b.producer_epoch, set(), {b.group_id})

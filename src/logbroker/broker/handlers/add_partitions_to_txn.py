@@ -19,7 +19,7 @@ TR = R.AddPartitionsToTxnTopicResult
 PR = TR.AddPartitionsToTxnPartitionResult
 
 
-@handles(ApiKey.AddPartitionsToTxn, 0, 3)
+@handles(ApiKey.AddPartitionsToTxn, 0, 3, exclusive=True)  # one connection's requests in order, as Kafka
 async def handle(ctx: BrokerContext, req: Request) -> R:
     b = req.body
     wanted: dict[str, list[int]] = {}

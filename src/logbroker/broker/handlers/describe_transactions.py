@@ -25,9 +25,9 @@ def handle(ctx: BrokerContext, req: Request) -> R:
                     transactional_id=tid,
                     transaction_state="",
                     transaction_timeout_ms=0,
-                    transaction_start_time_ms=-1,
-                    producer_id=-1,
-                    producer_epoch=-1,
+                    transaction_start_time_ms=0,
+                    producer_id=0,
+                    producer_epoch=0,
                     topics=[],
                 )
             )

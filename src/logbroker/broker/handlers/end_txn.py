@@ -13,7 +13,7 @@ API = api(ApiKey.EndTxn)
 R = API.response
 
 
-@handles(ApiKey.EndTxn, 0, 4)
+@handles(ApiKey.EndTxn, 0, 4, exclusive=True)  # one connection's requests in order, as Kafka
 async def handle(ctx: BrokerContext, req: Request) -> R:
     b = req.body
     err = await ctx.txns.end_txn(b.transactional_id, b.producer_id, b.producer_epoch, b.committed)

@@ -18,7 +18,7 @@ def _answer(error: E, producer_id: int = -1, epoch: int = -1) -> R:
     return R(throttle_time_ms=0, error_code=error, producer_id=producer_id, producer_epoch=epoch)
 
 
-@handles(ApiKey.InitProducerId, 0, 5)
+@handles(ApiKey.InitProducerId, 0, 5, exclusive=True)  # one connection's requests in order, as Kafka
 async def handle(ctx: BrokerContext, req: Request) -> R:
     body = req.body
     v = req.version

@@ -54,16 +54,16 @@ def handle(ctx: BrokerContext, req: Request) -> R:
             if code is not None:
                 return error(p, code)
         offset, stamp = -1, -1
+        # What a consumer of this isolation level may fetch (Kafka's lastFetchableOffset): read_committed
+        # ones start from the last stable offset, not the end, and no lookup answers at or beyond it.
+        fetchable = plog.last_stable_offset if v >= 2 and body.isolation_level == 1 else plog.next_offset
         if ts in (LATEST, LATEST_TIERED):
-            # read_committed consumers start from the last stable offset, not the end (Kafka's rule).
-            offset = plog.last_stable_offset if v >= 2 and body.isolation_level == 1 else plog.next_offset
+            offset = fetchable
         elif ts in (EARLIEST, EARLIEST_LOCAL):
             offset = plog.log_start_offset
-        elif ts == MAX_TIMESTAMP:
-            offset, stamp = plog.max_timestamp()
         else:
-            found = plog.offset_for_timestamp(ts)
-            if found is not None:
+            found = plog.max_timestamp() if ts == MAX_TIMESTAMP else plog.offset_for_timestamp(ts)
+            if found is not None and 0 <= found[0] < fetchable:
                 offset, stamp = found
         leader_epoch = 0 if offset >= 0 else -1
         return PR(

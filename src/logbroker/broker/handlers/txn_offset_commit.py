@@ -25,7 +25,7 @@ TR = R.TxnOffsetCommitResponseTopic
 PR = TR.TxnOffsetCommitResponsePartition
 
 
-@handles(ApiKey.TxnOffsetCommit, 0, 4)
+@handles(ApiKey.TxnOffsetCommit, 0, 4, exclusive=True)  # one connection's requests in order, as Kafka
 async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     b = req.body
     v = req.version

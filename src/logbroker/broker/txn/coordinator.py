@@ -188,7 +188,10 @@ class TxnCoordinator:
 
     # ------------------------------------------------------------------ adding partitions and groups
 
-    def _check_producer(self, tid: str, pid: int, epoch: int) -> tuple[E, TxnMeta | None]:
+    def _check_producer(self, tid: str, pid: int, epoch: int, verifying: bool = False) -> tuple[E, TxnMeta | None]:
+        """Kafka's common checks. A verification (of a produce or TxnOffsetCommit) does not wait out a state
+        write in flight, as Kafka's handleVerifyPartitionsInTransaction does not: only a prepared end is
+        CONCURRENT_TRANSACTIONS to it."""
         if not tid:
             return E.INVALID_REQUEST, None
         meta = self.txns.get(tid)
@@ -196,7 +199,7 @@ class TxnCoordinator:
             return E.INVALID_PRODUCER_ID_MAPPING, None
         if meta.epoch != epoch:
             return E.PRODUCER_FENCED, None
-        if meta.pending or meta.state in PREPARED:
+        if (meta.pending and not verifying) or meta.state in PREPARED:
             return E.CONCURRENT_TRANSACTIONS, None
         return E.NONE, meta
 
@@ -218,7 +221,7 @@ class TxnCoordinator:
     def check_offset_commit(self, tid: str, pid: int, epoch: int, group_id: str) -> E:
         """TxnOffsetCommit's verification (KIP-890 part 1): the group must be in the producer's open
         transaction. Errors as Kafka's broker turns the coordinator's answer into for this request."""
-        err, meta = self._check_producer(tid, pid, epoch)
+        err, meta = self._check_producer(tid, pid, epoch, verifying=True)
         if err == E.PRODUCER_FENCED:
             return E.INVALID_PRODUCER_EPOCH
         if meta is None:
@@ -230,7 +233,7 @@ class TxnCoordinator:
     def check_produce(self, tid: str, pid: int, epoch: int, tp: TopicPartition, version: int) -> E:
         """A transactional batch's verification (KIP-890 part 1): its partition must be in the producer's
         open transaction. The errors are what Kafka's broker answers Produce with."""
-        err, meta = self._check_producer(tid, pid, epoch)
+        err, meta = self._check_producer(tid, pid, epoch, verifying=True)
         if err == E.PRODUCER_FENCED:
             return E.INVALID_PRODUCER_EPOCH
         if err == E.CONCURRENT_TRANSACTIONS:
