@@ -986,7 +986,7 @@ def _table(text: str) -> tuple[list[str], list[list[str]]]:
     return split[0], split[1:]
 
 
-TOOL = "org.apache.kafka.tools.TransactionsCommand"  # kafka-transactions.sh
+TOOL = "kafka-transactions"
 
 
 def transactions_tool(target: Target, *args: str) -> tuple[list[str], list[list[str]]]:

@@ -36,6 +36,7 @@ TOOLS: Mapping[str, str] = {
     "kafka-cluster": "org.apache.kafka.tools.ClusterTool",
     "kafka-features": "org.apache.kafka.tools.FeatureCommand",
     "kafka-broker-api-versions": "org.apache.kafka.tools.BrokerApiVersionsCommand",
+    "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
 }
 
 # Kafka's bin/ scripts log WARN and above to stderr (config/tools-log4j2.yaml); stdout stays the tool's output.
