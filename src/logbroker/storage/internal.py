@@ -213,6 +213,15 @@ class InternalLog:
         buf = bytearray(build_batch(recs))
         plog.append(buf, validate_produce(buf, 1 << 30))
 
+    def superseded(self, live_keys: int) -> bool:
+        """Whether most of the log is superseded records (the rule `load` rewrites by), for owners that
+        compact while running: their state changes far more often than it grows."""
+        return self.records_in_log >= COMPACT_MIN_RECORDS and self.records_in_log > 2 * live_keys
+
+    def rewrite(self, live: dict[Key, Any]) -> None:
+        """Replace the log with `live` (the owner's whole current state); no append may be in flight."""
+        self._rewrite(live)
+
     def append(self, items: list[Record]) -> PartitionLog:
         """Write records (value None deletes the key); the caller awaits the fsync policy."""
         if items:
