@@ -342,6 +342,11 @@ class PartitionLog:
             seg.txn.append(AbortedTxn(producer_id, done.first_offset, base, self.last_stable_offset))
         return base, done
 
+    def aborts_from(self, offset: int) -> bool:
+        """Whether any aborted transaction is indexed in the segments from `offset`'s on (most partitions
+        have none: their read_committed fetches then skip working out the range they return)."""
+        return any(seg.txn.entries for seg in self.segments[self._segment_for(offset) :])
+
     def aborted_transactions(self, fetch_offset: int, upper: int) -> list[AbortedTxn]:
         """The aborted transactions overlapping [fetch_offset, upper): what a read_committed fetch returning
         that range must list. Scans from the segment holding `fetch_offset` until an entry's LSO shows that no

@@ -85,7 +85,7 @@ def _collect(
             aborted = None
             if committed:
                 aborted = []
-                if len(data):
+                if len(data) and plog.aborts_from(p.fetch_offset):
                     upper = last_offset_of(data) + 1
                     aborted = [AT(producer_id=a.producer_id, first_offset=a.first_offset)
                                for a in plog.aborted_transactions(p.fetch_offset, upper)]  # fmt: skip
