@@ -124,7 +124,29 @@ def _drain(producer: Producer, count: int, on_progress: ProgressFn) -> None:
 
 def consume_throughput(bootstrap: str, topic: str, count: int, size: int, on_progress: ProgressFn) -> dict[str, Any]:
     """Read back ``count`` records from offset 0 with batched ``consume()``."""
-    consumer = Consumer(_with_logger(consumer_config(bootstrap)))
+    return _read_back(
+        Consumer(_with_logger(consumer_config(bootstrap))),
+        topic,
+        count,
+        size,
+        on_progress,
+        "consumer",
+        lambda _msg: None,
+    )
+
+
+def _read_back(
+    consumer: Consumer,
+    topic: str,
+    count: int,
+    size: int,
+    on_progress: ProgressFn,
+    what: str,
+    check: Callable[[Any], None],
+) -> dict[str, Any]:
+    """Time reading ``count`` records of partition 0 from offset 0; every message goes through ``check``
+    (which raises BenchError), a stall (a missing record) is an error, and the first record's size is
+    checked. The consumer is closed here."""
     try:
         consumer.list_topics(topic, timeout=30)
         got = 0
@@ -137,13 +159,14 @@ def consume_throughput(bootstrap: str, topic: str, count: int, size: int, on_pro
             batch = consumer.consume(num_messages=min(CONSUME_BATCH, count - got), timeout=1.0)
             if not batch:
                 if time.monotonic() - last_data > STALL_TIMEOUT_S:
-                    raise BenchError(f"consumer stalled at {got}/{count} records")
+                    raise BenchError(f"{what} stalled at {got}/{count} records")
                 continue
             last_data = time.monotonic()
             for msg in batch:
                 err = msg.error()
                 if err is not None:
                     raise BenchError(f"consume error: {err}")
+                check(msg)
             if not checked_size:
                 value = batch[0].value()
                 if value is None or len(value) != size:
@@ -153,7 +176,7 @@ def consume_throughput(bootstrap: str, topic: str, count: int, size: int, on_pro
             on_progress(min(got, count))
         elapsed = time.perf_counter() - t0
     finally:
-        consumer.close()
+        _close_consumer(consumer)
         del consumer
         gc.collect()
     return {
@@ -467,38 +490,17 @@ def consume_read_committed(
 ) -> dict[str, Any]:
     """Read back ``count`` committed records with a read_committed consumer from offset 0; a record of
     the aborted transaction (key ``ABORTED_KEY``) is an error, as is a stall (a missing record)."""
-    consumer = Consumer(_with_logger(txn_consumer_config(bootstrap)))
-    try:
-        consumer.list_topics(topic, timeout=30)
-        got = 0
-        t0 = time.perf_counter()
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        last_data = time.monotonic()
-        while got < count:
-            batch = consumer.consume(num_messages=min(CONSUME_BATCH, count - got), timeout=1.0)
-            if not batch:
-                if time.monotonic() - last_data > STALL_TIMEOUT_S:
-                    raise BenchError(f"read_committed consumer stalled at {got}/{count} committed records")
-                continue
-            last_data = time.monotonic()
-            for msg in batch:
-                if msg.error() is not None:
-                    raise BenchError(f"consume error: {msg.error()}")
-                if msg.key() == ABORTED_KEY:
-                    raise BenchError(f"read_committed consumer got a record of an aborted transaction: {msg.offset()}")
-            got += len(batch)
-            on_progress(got)
-        elapsed = time.perf_counter() - t0
-        if len(batch[-1].value() or b"") != size:
-            raise BenchError(f"read back a {len(batch[-1].value() or b'')}-byte record, expected {size}")
-    finally:
-        _close_consumer(consumer)
-        del consumer
-        gc.collect()
-    return {
-        "records": got,
-        "bytes": got * size,
-        "elapsed_s": elapsed,
-        "records_per_s": got / elapsed,
-        "MB_per_s": got * size / elapsed / MB,
-    }
+
+    def committed_only(msg: Any) -> None:
+        if msg.key() == ABORTED_KEY:
+            raise BenchError(f"read_committed consumer got a record of an aborted transaction: {msg.offset()}")
+
+    return _read_back(
+        Consumer(_with_logger(txn_consumer_config(bootstrap))),
+        topic,
+        count,
+        size,
+        on_progress,
+        "read_committed consumer",
+        committed_only,
+    )
