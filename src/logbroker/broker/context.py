@@ -24,6 +24,7 @@ from logbroker.protocol.buffers import BufferPool
 from logbroker.storage import LogConfig, LogManager, PartitionLog
 from logbroker.storage.manager import TopicError, TopicMeta, validate_topic_name
 
+from .auth.users import UserStore
 from .configs import BrokerConfigs
 from .flusher import Flusher
 from .groups.coordinator import Coordinator, CoordinatorConfig
@@ -66,6 +67,7 @@ class BrokerContext:
         self._groups: Coordinator | None = None
         self._producer_ids: ProducerIdAllocator | None = None
         self._txns: TxnCoordinator | None = None
+        self._users: UserStore | None = None
         self._append_waiters: dict[PartitionKey, set[asyncio.Future[None]]] = {}
         self._stopping = False
         self._producer_expiry: asyncio.Task[None] | None = None
@@ -115,6 +117,7 @@ class BrokerContext:
         self._logs = LogManager(data, self.log_defaults, self.max_open_files())
         self.cluster_id = _cluster_id(data)
         self._producer_ids = ProducerIdAllocator(data / "__producer_ids")
+        self._users = UserStore(data, self._logs.clean_start)
         self._groups = Coordinator(
             GroupStore(data, self._logs.clean_start),
             CoordinatorConfig(
@@ -182,6 +185,8 @@ class BrokerContext:
             self._groups.store.close()
         if self._txns is not None:
             self._txns.close()
+        if self._users is not None:
+            self._users.close()
         if self._logs is not None:
             self._logs.close()
 
@@ -225,6 +230,17 @@ class BrokerContext:
         if self._txns is None:
             raise RuntimeError("the broker context is not open")
         return self._txns
+
+    @property
+    def users(self) -> UserStore:
+        if self._users is None:
+            raise RuntimeError("the broker context is not open")
+        return self._users
+
+    async def alter_users(self, records: list[tuple[tuple[str, ...], object]]) -> None:
+        """Write SCRAM credential changes durably, then make them the state."""
+        await self._persist_internal(self.users.append(records))
+        self.users.apply(records)
 
     @property
     def producer_ids(self) -> ProducerIdAllocator:
