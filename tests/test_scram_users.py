@@ -5,6 +5,9 @@ the listeners of the security issue; the exchange itself is pinned in test_sasl_
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +20,10 @@ from confluent_kafka.admin import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
+from kafka.net.sasl.scram import ScramClient as KafkaPythonScram
 
+from logbroker.broker.auth.sasl import ScramServer
+from logbroker.broker.auth.users import UserStore
 from logbroker.client.connection import Connection, parse_bootstrap
 from logbroker.protocol import ApiKey, api
 from logbroker.protocol.errors import ErrorCode
@@ -130,3 +136,37 @@ def test_credentials_survive_kill_9(tmp_path: Path) -> None:
         broker.start()
         assert described(AdminClient({"bootstrap.servers": broker.bootstrap}), [user]) == {user: [(SHA512, 5000)]}
         assert b"correct-horse" not in b"".join(p.read_bytes() for p in (tmp_path / "data" / "__users").glob("*.log"))
+
+
+CLI = [sys.executable, "-m", "logbroker"]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=60)
+
+
+def test_logbroker_users_cli(bootstrap: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    user = name()
+    r = cli("users", "add", user, "--password", "s3cret-pass", "-b", bootstrap)
+    assert r.returncode == 0, r.stderr
+    listed = cli("users", "list", user, "-b", bootstrap)
+    assert listed.returncode == 0, listed.stderr
+    assert "SCRAM-SHA-256" in listed.stdout and "SCRAM-SHA-512" in listed.stdout and "8192" in listed.stdout
+    if request.node.callspec.params["bootstrap"] == "logbroker":
+        # The broker turned the CLI's salted password into keys a real SCRAM client logs in with.
+        copy = tmp_path / "copy"
+        shutil.copytree(request.getfixturevalue("broker").data_dir / "__users", copy / "__users")
+        store = UserStore(copy, clean_shutdown=False)
+        for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+            server = ScramServer(mech, lambda u, m=mech: store.credential(u, m))
+            client = KafkaPythonScram(user, "s3cret-pass", mech)
+            client.process_server_first_message(server.step(client.first_message()))
+            client.process_server_final_message(server.step(client.final_message()))
+            assert server.user == user
+        store.close()
+    r = cli("users", "delete", user, "-b", bootstrap)
+    assert r.returncode == 0, r.stderr
+    gone = cli("users", "list", user, "-b", bootstrap)
+    assert gone.returncode == 1 and "RESOURCE_NOT_FOUND" in gone.stderr
+    bad = cli("users", "add", user, "--password", "x", "--iterations", "100", "-b", bootstrap)
+    assert bad.returncode == 2 and "4096" in bad.stderr  # refused before anything is sent

@@ -15,6 +15,7 @@ from logbroker.cli import groups as _groups
 from logbroker.cli import records as _records
 from logbroker.cli import serve as _serve
 from logbroker.cli import topics as _topics
+from logbroker.cli import users as _users
 
 __all__ = ["main"]
 
@@ -73,6 +74,7 @@ for _command in (
     _records.produce,
     _records.consume,
     _bench.bench,
+    _users.users,
 ):
     main.add_command(_command)
 del _command

@@ -19,7 +19,9 @@ from logbroker.protocol.records import Compression, NewRecord, Record, build_bat
 
 _I32 = struct.Struct(">i")
 ApiVersionsRequest = api(ApiKey.ApiVersions).request
+AlterScramRequest = api(ApiKey.AlterUserScramCredentials).request
 CreateTopicsRequest = api(ApiKey.CreateTopics).request
+DescribeScramRequest = api(ApiKey.DescribeUserScramCredentials).request
 DeleteTopicsRequest = api(ApiKey.DeleteTopics).request
 DescribeConfigsRequest = api(ApiKey.DescribeConfigs).request
 DescribeLogDirsRequest = api(ApiKey.DescribeLogDirs).request
@@ -290,6 +292,31 @@ class KafkaClient:
         )
         r = self.conn.do(req).topics[0]
         check(r.error_code, r.error_message, f"create topic {name}")
+
+    def scram_users(self, names: Sequence[str] | None = None) -> dict[str, list[tuple[int, int]]]:
+        """User -> [(mechanism code 1=SHA-256/2=SHA-512, iterations)]; every user when `names` is None."""
+        users = None if names is None else [DescribeScramRequest.UserName(name=n) for n in names]
+        resp = self.conn.do(DescribeScramRequest(users=users))
+        check(resp.error_code, resp.error_message, "describe SCRAM users")
+        out = {}
+        for r in resp.results:
+            check(r.error_code, r.error_message, f"user {r.user}")
+            out[r.user] = sorted((i.mechanism, i.iterations) for i in r.credential_infos)
+        return out
+
+    def alter_scram_users(
+        self, deletions: Sequence[tuple[str, int]] = (), upsertions: Sequence[tuple[str, int, int, bytes, bytes]] = ()
+    ) -> None:
+        """Delete (user, mechanism) and upsert (user, mechanism, iterations, salt, salted password) credentials;
+        raises BrokerError naming the first user refused."""
+        A = AlterScramRequest
+        req = A(
+            deletions=[A.ScramCredentialDeletion(name=u, mechanism=m) for u, m in deletions],
+            upsertions=[A.ScramCredentialUpsertion(name=u, mechanism=m, iterations=i, salt=s, salted_password=p)
+                        for u, m, i, s, p in upsertions],
+        )
+        for r in self.conn.do(req).results:
+            check(r.error_code, r.error_message, f"user {r.user}")
 
     def delete_topic(self, name: str, timeout_ms: int = 30000) -> None:
         v = self.conn.version_for(DeleteTopicsRequest)
