@@ -29,9 +29,20 @@ def _produce_batch(bootstrap: str, topic: str, stamps: list[int]) -> None:
 
 
 def _max_timestamp(admin: AdminClient, topic: str) -> tuple[int, int]:
+    """Retried while the answer is a retriable error: Kafka answers UNKNOWN_LEADER_EPOCH for a moment after a
+    topic is created, until its broker has caught up with the leader epoch the admin client learnt."""
     tp = ck.TopicPartition(topic, 0)
-    info = admin.list_offsets({tp: OffsetSpec.max_timestamp()})[tp].result(30)
-    return info.offset, info.timestamp
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            info = admin.list_offsets({tp: OffsetSpec.max_timestamp()})[tp].result(30)
+            return info.offset, info.timestamp
+        except ck.KafkaException as exc:
+            err = exc.args[0]
+            transient = err.retriable() or err.code() == ck.KafkaError.UNKNOWN_LEADER_EPOCH
+            if not transient or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def test_max_timestamp_is_the_first_record_carrying_it(bootstrap: str) -> None:
