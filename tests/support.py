@@ -8,7 +8,7 @@ import importlib
 import os
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -186,3 +186,22 @@ def log_since(broker: BrokerProcess, mark: int) -> str:
     with open(broker.log_path, "rb") as f:
         f.seek(mark)
         return f.read().decode(errors="replace")
+
+
+def eventually(check: Callable[[], Any], timeout: float = 30.0, interval: float = 0.2) -> Any:
+    """Poll until `check` stops raising AssertionError (Kafka applies some acknowledged changes, such as
+    configs and a transaction's markers, after it answers); its result, or its last failure."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return check()
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(interval)
+
+
+def assert_equal(got: Any, want: Any) -> bool:
+    """An assertion usable inside a lambda (for `eventually`)."""
+    assert got == want, got
+    return True

@@ -5,7 +5,7 @@ applies a change a moment after acknowledging it, so reads poll)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import confluent_kafka as ck
@@ -16,7 +16,7 @@ from kafka.protocol.admin.configs import AlterConfigsRequest, IncrementalAlterCo
 from logbroker.client.connection import Connection, parse_bootstrap
 from logbroker.protocol.errors import ErrorCode
 from logbroker.testing.process import BrokerProcess
-from support import both_targets, create_topic, kafka_peer, kafka_tool, read_topic, unique
+from support import assert_equal, both_targets, create_topic, eventually, kafka_peer, kafka_tool, read_topic, unique
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -44,16 +44,6 @@ def describe(bootstrap: str, rtype: Any, name: str) -> dict[str, Any]:
     return fut.result(30)
 
 
-def eventually(check: Callable[[], Any], timeout: float = 30.0) -> Any:
-    """Kafka applies an acknowledged config change asynchronously: poll until `check` passes."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return check()
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
 
 
 def incremental(bootstrap: str, rtype: Any, name: str, ops: list[tuple[str, str | None, Any]],
@@ -82,7 +72,7 @@ def test_incremental_set_append_subtract_delete_on_a_topic(target: str) -> None:
 
     eventually(applied)
     incremental(target, TOPIC, topic, [("cleanup.policy", "delete", APPEND)])
-    eventually(lambda: _eq(value_of(target, topic, "cleanup.policy")[0], "compact,delete"))
+    eventually(lambda: assert_equal(value_of(target, topic, "cleanup.policy")[0], "compact,delete"))
     incremental(target, TOPIC, topic, [("cleanup.policy", "compact", SUBTRACT), ("retention.ms", None, DELETE)])
 
     def reverted() -> None:
@@ -95,8 +85,6 @@ def test_incremental_set_append_subtract_delete_on_a_topic(target: str) -> None:
     assert value_of(target, topic, "retention.ms") == ("604800000", ConfigSource.DEFAULT_CONFIG)
 
 
-def _eq(a: Any, b: Any) -> None:
-    assert a == b
 
 
 @pytest.mark.filterwarnings("ignore:alter_configs has been deprecated")
@@ -241,7 +229,8 @@ def test_broker_dynamic_defaults_reach_topics_without_overrides(target: str) -> 
         incremental(target, BROKER, "1", [("log.retention.ms", None, DELETE)])
         with Connection(*parse_bootstrap(target)) as conn:
             _iac(conn, [(4, "", [("log.cleaner.min.compaction.lag.ms", 1, None)])])
-    eventually(lambda: _eq(value_of(target, plain, "retention.ms"), ("604800000", ConfigSource.DEFAULT_CONFIG)))
+    default = ("604800000", ConfigSource.DEFAULT_CONFIG)
+    eventually(lambda: assert_equal(value_of(target, plain, "retention.ms"), default))
 
 
 def _produce(bootstrap: str, topic: str, value: bytes, ts: int | None = None) -> None:
@@ -270,7 +259,7 @@ def test_changes_apply_to_the_running_logs(target: str) -> None:
     time.sleep(0.3)
     _produce(target, topic, b"new")  # rolls the segment that holds the old record
     incremental(target, TOPIC, topic, [("retention.ms", "300000", SET)])
-    eventually(lambda: _eq([m.value() for m in read_topic(target, topic)], [b"new"]), timeout=60)
+    eventually(lambda: assert_equal([m.value() for m in read_topic(target, topic)], [b"new"]), timeout=60)
 
 
 def test_dynamic_configs_survive_kill_9(tmp_path: Any) -> None:
@@ -316,7 +305,7 @@ def test_broker_logger_levels_change_live(target: str) -> None:
         assert levels(conn)["root"] == "INFO"
         assert _iac(conn, [(8, "1", [("root", 0, "DEBUG")])]) == [(ErrorCode.NONE, None)]
         try:
-            eventually(lambda: _eq(levels(conn)["root"], "DEBUG"))
+            eventually(lambda: assert_equal(levels(conn)["root"], "DEBUG"))
             cases = [
                 ("1", [("root", 0, "LOUD")], ErrorCode.INVALID_CONFIG, "Cannot set the log level of root to LOUD as "
                  "it is not a supported log level. Valid log levels are DEBUG, ERROR, FATAL, INFO, TRACE, WARN"),
@@ -334,7 +323,7 @@ def test_broker_logger_levels_change_live(target: str) -> None:
                 assert _iac(conn, [(8, node, ops)]) == [(error, message)], ops
         finally:
             _iac(conn, [(8, "1", [("root", 0, "INFO")])])
-        eventually(lambda: _eq(levels(conn)["root"], "INFO"))
+        eventually(lambda: assert_equal(levels(conn)["root"], "INFO"))
 
 
 def _kafka_configs(bootstrap: str, *args: str) -> Any:
@@ -378,4 +367,5 @@ def test_kafka_configs_tool_alters_and_describes(target: str) -> None:
                        "log.cleaner.backoff.ms")  # fmt: skip
     r = _kafka_configs(target, "--alter", *entity, "--delete-config", "retention.ms")
     assert r.returncode == 0, r.output
-    eventually(lambda: _eq(value_of(target, topic, "retention.ms"), ("604800000", ConfigSource.DEFAULT_CONFIG)))
+    default = ("604800000", ConfigSource.DEFAULT_CONFIG)
+    eventually(lambda: assert_equal(value_of(target, topic, "retention.ms"), default))

@@ -43,7 +43,7 @@ from logbroker.client.connection import Connection, fetch_request, parse_bootstr
 from logbroker.protocol.errors import ErrorCode
 from logbroker.protocol.records import TRANSACTIONAL_FLAG, NewRecord, build_batch
 from logbroker.testing.process import BrokerProcess
-from support import both_targets, create_topic, kafka_tool, missing_tool, unique
+from support import assert_equal, both_targets, create_topic, eventually, kafka_tool, missing_tool, unique
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -163,15 +163,6 @@ def admin_latest(bootstrap: str, topic: str, level: IsolationLevel) -> int:
     return admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=level)[tp].result(30).offset
 
 
-def eventually(check: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return check()
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -242,15 +233,14 @@ def test_open_transaction_holds_read_committed_at_the_lso(target: Target) -> Non
 
     open_p.commit_transaction(60)  # marker at 6
     assert eventually(
-        lambda: _eq(values(read(target.bootstrap, topic, "read_committed")), [b"x0", b"x1", b"o0", b"o1", b"n5"])
+        lambda: assert_equal(
+            values(read(target.bootstrap, topic, "read_committed")), [b"x0", b"x1", b"o0", b"o1", b"n5"]
+        )
     )
     assert watermarks(target.bootstrap, topic, "read_committed") == (0, 7)
     assert admin_latest(target.bootstrap, topic, IsolationLevel.READ_COMMITTED) == 7
 
 
-def _eq(got: Any, want: Any) -> bool:
-    assert got == want
-    return True
 
 
 def test_read_committed_consumer_waiting_at_the_lso_gets_the_records_at_commit(target: Target) -> None:
@@ -674,7 +664,7 @@ def test_txn_offset_commit_with_a_stale_generation(target: Target) -> None:
         assert end_txn(conn, tid, pid, epoch, True) == "NONE"
     c = ck.Consumer({"bootstrap.servers": target.bootstrap, "group.id": group})
     try:
-        assert eventually(lambda: _eq(c.committed([ck.TopicPartition(topic, 0)], timeout=30)[0].offset, 5))
+        assert eventually(lambda: assert_equal(c.committed([ck.TopicPartition(topic, 0)], timeout=30)[0].offset, 5))
     finally:
         c.close()
     assert_still_serving(target)
@@ -774,10 +764,10 @@ def test_fetch_answers_the_lso_and_the_aborted_transactions(target: Target) -> N
             return p.error_code, p.high_watermark, p.last_stable_offset, aborted, bool(p.records)
 
         # Kafka writes the markers after answering EndTxn: wait for the high watermark to count the marker.
-        eventually(lambda: _eq(fetch(0, 0), (0, 5, 0, None, True)))
+        eventually(lambda: assert_equal(fetch(0, 0), (0, 5, 0, None, True)))
         assert fetch(1, 0) == (0, 5, 0, [], False)  # a's open transaction at 0 holds everything back
         assert end_txn(conn, ta, a.producer_id, 0, True) == "NONE"  # COMMIT marker at 5
-        eventually(lambda: _eq(fetch(0, 0), (0, 6, 6, None, True)))
+        eventually(lambda: assert_equal(fetch(0, 0), (0, 6, 6, None, True)))
         b_pid = b.producer_id
         assert fetch(1, 0) == (0, 6, 6, [(b_pid, 2)], True)
         assert fetch(1, 3) == (0, 6, 6, [(b_pid, 2)], True)  # the aborted range began before the fetch offset
@@ -819,7 +809,7 @@ def test_pipelined_requests_of_one_transaction_are_handled_in_order(target: Targ
             assert (offsets, added) == ("NONE", ["NONE"]), rnd
             assert end_txn(conn, tid, pid, epoch, True) == "NONE"
             # Kafka writes the markers after answering: wait until the next transaction may begin.
-            eventually(lambda: _eq(describe_state(conn, tid), "CompleteCommit"))
+            eventually(lambda: assert_equal(describe_state(conn, tid), "CompleteCommit"))
 
 
 def describe_state(conn: Connection, tid: str) -> str:
@@ -861,7 +851,7 @@ def test_list_describe_transactions_and_producers_requests(target: Target) -> No
             return mine, list(r.unknown_state_filters)
 
         # Kafka answers EndTxn once PrepareCommit is logged and writes the markers after: wait for CompleteCommit.
-        eventually(lambda: _eq(listed([])[0], {open_tid: "Ongoing", done_tid: "CompleteCommit"}))
+        eventually(lambda: assert_equal(listed([])[0], {open_tid: "Ongoing", done_tid: "CompleteCommit"}))
         assert listed(["Ongoing"]) == ({open_tid: "Ongoing"}, [])
         assert listed(["CompleteCommit", "Bogus"]) == ({done_tid: "CompleteCommit"}, ["Bogus"])
         r = conn.do(DescribeTransactionsRequest(transactional_ids=[open_tid, done_tid, "no-such-tid"]), 0)
@@ -947,7 +937,7 @@ def test_a_timed_out_transaction_is_aborted_by_the_broker(target: Target) -> Non
     assert p.flush(30) == 0
     assert watermarks(target.bootstrap, topic, "read_committed") == (0, 0)
     # The broker aborts after 2 s: an ABORT marker at 1 and the LSO moves past it.
-    assert eventually(lambda: _eq(watermarks(target.bootstrap, topic, "read_committed"), (0, 2)), timeout=15)
+    assert eventually(lambda: assert_equal(watermarks(target.bootstrap, topic, "read_committed"), (0, 2)), timeout=15)
     with pytest.raises(ck.KafkaException) as info:
         p.commit_transaction(30)
     err = info.value.args[0]
@@ -965,7 +955,7 @@ def test_raw_transaction_timeout_fences_the_epoch(target: Target) -> None:
         pid, epoch = r.producer_id, r.producer_epoch
         assert add_partitions(conn, tid, pid, epoch, {topic: [0]}) == {(topic, 0): "NONE"}
         assert produce_txn(conn, tid, topic, pid, epoch, 0, b"slow") == "NONE"
-        eventually(lambda: _eq(list_latest(conn, topic, isolation=1), 2), timeout=15)  # ABORT marker at 1
+        eventually(lambda: assert_equal(list_latest(conn, topic, isolation=1), 2), timeout=15)  # ABORT marker at 1
         assert end_txn(conn, tid, pid, epoch, True) == "PRODUCER_FENCED"
         assert end_txn(conn, tid, pid, epoch, False) == "PRODUCER_FENCED"
         assert produce_txn(conn, tid, topic, pid, epoch, 1, b"slower") == "INVALID_PRODUCER_EPOCH"
@@ -1064,7 +1054,7 @@ def test_kafka_transactions_tool_aborts_a_hanging_transaction(target: Target) ->
     assert watermarks(target.bootstrap, topic, "read_committed") == (0, 0)
     res = kafka_tool(TOOL, target.bootstrap, "abort", "--topic", topic, "--partition", "0", "--start-offset", "0")
     assert res.returncode == 0, res.output
-    assert eventually(lambda: _eq(watermarks(target.bootstrap, topic, "read_committed"), (0, 4)))
+    assert eventually(lambda: assert_equal(watermarks(target.bootstrap, topic, "read_committed"), (0, 4)))
     assert values(read(target.bootstrap, topic, "read_committed")) == [b"after"]
     res = kafka_tool(TOOL, target.bootstrap, "abort", "--topic", topic, "--partition", "0", "--start-offset", "0")
     assert res.returncode != 0 and "Could not find any open transactions starting at offset 0" in res.output
@@ -1113,7 +1103,7 @@ def test_broker_kill_9_after_commits_and_during_an_open_transaction(tmp_path: Pa
             proc.start()
             # The open transaction holds the LSO until its 3 s timeout, then it is aborted.
             want = list(committed)
-            eventually(lambda w=want: _eq(values(read(proc.bootstrap, topic, "read_committed")), w), 30)
+            eventually(lambda w=want: assert_equal(values(read(proc.bootstrap, topic, "read_committed")), w), 30)
             hw = watermarks(proc.bootstrap, topic, "read_uncommitted")[1]
             assert watermarks(proc.bootstrap, topic, "read_committed")[1] == hw
     finally:

@@ -22,7 +22,7 @@ from kafka.protocol.producer import AddOffsetsToTxnRequest, TxnOffsetCommitReque
 
 from logbroker.client.connection import Connection
 from logbroker.protocol.errors import ErrorCode
-from support import both_targets, create_topic, unique
+from support import assert_equal, both_targets, create_topic, eventually, unique
 from test_transactions import Target, _join_group, end_txn, init_pid, raw_conn, retried, transactional_broker
 
 pytestmark = pytest.mark.timeout(180)
@@ -101,17 +101,6 @@ def fetch_v8(conn: Connection, group: str, topic: str | None, partitions: list[i
     return {p.partition_index: (p.committed_offset, p.metadata, p.error_code) for t in g.topics for p in t.partitions}
 
 
-def eventually(check: Any, timeout: float = 30.0) -> None:
-    """Kafka completes a transaction's offsets when its markers are written, just after EndTxn answers."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            check()
-            return
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
 
 
 def test_pending_offsets_are_unstable_until_the_transaction_ends(target: Target) -> None:
@@ -131,7 +120,7 @@ def test_pending_offsets_are_unstable_until_the_transaction_ends(target: Target)
         assert fetch_v8(conn, group, None, [], stable=True) == {}  # only committed partitions are listed
         txn.end(commit=True)
         committed = {0: (5, "", 0), 1: (6, "m", 0)}
-        eventually(lambda: _eq(fetch_v7(conn, group, topic, [0, 1], stable=True), committed))
+        eventually(lambda: assert_equal(fetch_v7(conn, group, topic, [0, 1], stable=True), committed))
 
         # A second transaction: pending over a committed offset, then aborted.
         txn.add_offsets()
@@ -139,7 +128,7 @@ def test_pending_offsets_are_unstable_until_the_transaction_ends(target: Target)
         assert fetch_v8(conn, group, None, [], stable=True) == {0: (-1, "", UNSTABLE), 1: (6, "m", 0)}
         assert fetch_v8(conn, group, None, [], stable=False) == committed
         txn.end(commit=False)
-        eventually(lambda: _eq(fetch_v8(conn, group, None, [], stable=True), committed))
+        eventually(lambda: assert_equal(fetch_v8(conn, group, None, [], stable=True), committed))
 
 
 def test_txn_offset_commit_group_rules(target: Target) -> None:
@@ -161,7 +150,7 @@ def test_txn_offset_commit_group_rules(target: Target) -> None:
         assert txn.commit_offsets({tp: (8, None)}, member=member, generation=generation) == {tp: "NONE"}
         assert txn.commit_offsets({tp: (9, None)}, member="ghost", generation=generation) == {tp: "UNKNOWN_MEMBER_ID"}
         txn.end(commit=True)
-        eventually(lambda: _eq(fetch_v7(conn, group, topic, [0], stable=True), {0: (8, "", 0)}))
+        eventually(lambda: assert_equal(fetch_v7(conn, group, topic, [0], stable=True), {0: (8, "", 0)}))
 
         # A memberless group deleted while its offsets are pending: they go with it.
         simple = unique("simple")
@@ -174,7 +163,3 @@ def test_txn_offset_commit_group_rules(target: Target) -> None:
         txn.end(commit=True)
         time.sleep(0.5)  # the markers are written by now on Kafka: nothing comes back
         assert fetch_v7(conn, simple, topic, [0], stable=True) == {0: (-1, "", 0)}
-
-
-def _eq(got: Any, want: Any) -> None:
-    assert got == want, got

@@ -169,3 +169,22 @@ def test_lso_and_aborted_index_are_rebuilt_after_a_crash(tmp_path: Path, lose_in
     assert again.last_stable_offset == lso
     assert again.aborted_transactions(0, again.next_offset) == aborted
     assert len(aborted) == 2
+
+
+def test_a_torn_or_disordered_aborted_index_is_cut_and_rebuilt(tmp_path: Path) -> None:
+    """A crash mid-write leaves part of an entry; damage can leave entries out of order. The index keeps
+    what is whole and ordered, and the replay after the snapshot restores the rest."""
+    cfg = LogConfig()
+    plog = PartitionLog(tmp_path / "p", cfg, True)
+    produce(plog, 9, [b"before"], txn=False)
+    plog.roll()
+    _lso, aborted = _history(plog)
+    plog.sync()
+    for damage in (b"\x00\x01\x02", bytes(34)):  # a torn entry; an entry whose last offset goes back to 0
+        crashed = tmp_path / f"crashed-{len(damage)}"
+        shutil.copytree(tmp_path / "p", crashed)
+        [index] = crashed.glob("*.txnindex")
+        index.write_bytes(index.read_bytes() + damage)
+        again = PartitionLog(crashed, cfg, False)
+        assert again.aborted_transactions(0, again.next_offset) == aborted
+        assert index.stat().st_size == 34 * len(aborted)  # the damage is gone from disk too

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from typing import Any
 
 import click
 
@@ -13,6 +14,11 @@ from logbroker.cli.common import BOOTSTRAP, client, fail
 
 MECHANISMS = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
 NAMES = {code: name for name, code in MECHANISMS.items()}
+
+
+def _mechanisms(help: str) -> Any:
+    choice = click.Choice(list(MECHANISMS))
+    return click.option("-m", "--mechanism", "mechanisms", type=choice, multiple=True, help=help)
 
 
 @click.group()
@@ -24,14 +30,7 @@ def users() -> None:
 @BOOTSTRAP
 @click.argument("name")
 @click.option("--password", prompt=True, hide_input=True, confirmation_prompt=True, help="Prompted for if absent.")
-@click.option(
-    "-m",
-    "--mechanism",
-    "mechanisms",
-    type=click.Choice(list(MECHANISMS)),
-    multiple=True,
-    help="Repeatable; default both.",
-)
+@_mechanisms("Repeatable; default both.")
 @click.option("--iterations", default=8192, show_default=True, type=click.IntRange(4096, 16384))
 def users_add(bootstrap: str, name: str, password: str, mechanisms: tuple[str, ...], iterations: int) -> None:
     """Add NAME (or replace its password)."""
@@ -78,14 +77,7 @@ def users_list(bootstrap: str, names: tuple[str, ...]) -> None:
 @users.command("delete")
 @BOOTSTRAP
 @click.argument("name")
-@click.option(
-    "-m",
-    "--mechanism",
-    "mechanisms",
-    type=click.Choice(list(MECHANISMS)),
-    multiple=True,
-    help="Repeatable; default every mechanism the user has.",
-)
+@_mechanisms("Repeatable; default every mechanism the user has.")
 def users_delete(bootstrap: str, name: str, mechanisms: tuple[str, ...]) -> None:
     """Delete NAME's credentials."""
     from logbroker.client import BrokerError

@@ -219,11 +219,10 @@ class PartitionLog:
                     entry = table.producers[pid] = ProducerEntry(e["epoch"])
                     for b in e["batches"]:
                         entry.batches.append(BatchMeta(*b))
-                    entry.txn_first = e.get("txn", -1)
                     entry.coordinator_epoch = e.get("coordinator_epoch", -1)
                     entry.timestamp = e.get("timestamp", -1)
-                    if entry.txn_first >= 0:
-                        table.ongoing[pid] = entry.txn_first
+                    if e.get("txn", -1) >= 0:
+                        table.ongoing[pid] = e["txn"]
                 start = max(start, snap["offset"])
         except (FileNotFoundError, ValueError, KeyError, TypeError):
             self.producers = ProducerStateTable()
@@ -257,7 +256,7 @@ class PartitionLog:
                     "batches": [
                         [b.first_seq, b.last_seq, b.base_offset, b.last_offset, b.timestamp] for b in e.batches
                     ],
-                    "txn": e.txn_first,
+                    "txn": self.producers.ongoing.get(pid, -1),
                     "coordinator_epoch": e.coordinator_epoch,
                     "timestamp": e.timestamp,
                 }

@@ -38,7 +38,6 @@ class BatchMeta:
 class ProducerEntry:
     epoch: int
     batches: deque[BatchMeta] = field(default_factory=lambda: deque(maxlen=MAX_BATCHES_PER_PRODUCER))
-    txn_first: int = -1  # first offset of the open transaction, -1 when none
     coordinator_epoch: int = -1  # of the last marker
     timestamp: int = -1  # of the last batch or marker
 
@@ -126,7 +125,7 @@ class ProducerStateTable:
             return
         entry.batches.append(BatchMeta(h.base_sequence, h.last_sequence, h.base_offset, h.last_offset, h.max_timestamp))
         if h.is_transactional and pid not in self.ongoing:
-            self.ongoing[pid] = entry.txn_first = h.base_offset
+            self.ongoing[pid] = h.base_offset
 
     def check_marker(self, producer_id: int, producer_epoch: int) -> None:
         """A marker from an epoch older than the producer's is refused (Kafka's fencing of a stale coordinator
@@ -150,7 +149,6 @@ class ProducerStateTable:
             entry.batches.clear()
         entry.coordinator_epoch = coordinator_epoch
         entry.timestamp = max(entry.timestamp, timestamp)
-        entry.txn_first = -1
         first = self.ongoing.pop(producer_id, None)
         return None if first is None else CompletedTxn(producer_id, first, offset, aborted)
 

@@ -29,7 +29,7 @@ def handle(ctx: BrokerContext, req: Request) -> R:
                 last_sequence=e.last_seq,
                 last_timestamp=e.last_timestamp,
                 coordinator_epoch=e.coordinator_epoch,
-                current_txn_start_offset=e.txn_first,
+                current_txn_start_offset=plog.producers.ongoing.get(pid, -1),
             )
             for pid, e in sorted(plog.producers.producers.items())
         ]
