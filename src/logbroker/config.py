@@ -3,7 +3,9 @@ command-line flags."""
 
 from __future__ import annotations
 
+import re
 import tomllib
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -40,14 +42,136 @@ def parse_ip_overrides(value: str) -> dict[str, int]:
     return out
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)  # Kafka's default map
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+_LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[0-9A-Fa-f:.%]*\]|[0-9A-Za-z\-._]*):(-?[0-9]+)$")
+# Settings a listener may override (Kafka's `listener.name.<listener>.<config>`).
+LISTENER_OVERRIDABLE = frozenset(
+    {
+        "ssl_keystore_location", "ssl_keystore_type", "ssl_key_password", "ssl_truststore_location",
+        "ssl_truststore_type", "ssl_client_auth", "ssl_principal_mapping_rules", "ssl_enabled_protocols",
+        "sasl_enabled_mechanisms", "sasl_plain_users_file", "sasl_plain_jaas_config", "connections_max_reauth_ms",
+    }
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """One endpoint clients connect to: Kafka's listener (name, security protocol, bind and advertised address)."""
+
+    name: str
+    protocol: str
+    host: str
+    port: int
+    advertised_host: str
+    advertised_port: int
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol.startswith("SASL_")
+
+    def url(self) -> str:
+        return f"{self.name}://{self.host}:{self.port}"
+
+
+def parse_listener_list(value: str, what: str = "listeners") -> list[tuple[str, str, int]]:
+    """Kafka's `NAME://HOST:PORT,...` (an empty host binds every interface, brackets hold IPv6)."""
+    out: list[tuple[str, str, int]] = []
+    for item in filter(None, (p.strip() for p in value.split(","))):
+        m = _LISTENER.match(item)
+        if m is None:
+            raise ValueError(f"{what}: {item!r} is not LISTENER_NAME://HOST:PORT")
+        port = int(m[3])
+        if not 0 <= port <= 65535:
+            raise ValueError(f"{what}: port {port} is out of range")
+        name = m[1].upper()
+        if any(n == name for n, _, _ in out):
+            raise ValueError(f"{what}: listener {name} is named twice")
+        out.append((name, m[2].strip("[]"), port))
+    if not out:
+        raise ValueError(f"{what}: no listener given")
+    return out
+
+
+def parse_protocol_map(value: str) -> dict[str, str]:
+    """Kafka's `listener.security.protocol.map`: LISTENER_NAME:SECURITY_PROTOCOL pairs."""
+    out: dict[str, str] = {}
+    for item in filter(None, (p.strip() for p in value.split(","))):
+        name, sep, proto = item.partition(":")
+        if not sep or not name.strip() or not proto.strip():
+            raise ValueError(f"listener_security_protocol_map: {item!r} is not LISTENER_NAME:SECURITY_PROTOCOL")
+        proto = proto.strip().upper()
+        if proto not in SECURITY_PROTOCOLS:
+            raise ValueError(
+                f"listener_security_protocol_map: {proto} is not a security protocol ({', '.join(SECURITY_PROTOCOLS)})"
+            )
+        out[name.strip().upper()] = proto
+    return out
+
+
 class BrokerSettings(BaseSettings):
     """Everything `logbroker serve` can be told. Names follow Kafka's broker configs where one exists."""
 
     model_config = SettingsConfigDict(env_prefix="LOGBROKER_", extra="forbid", validate_assignment=True)
 
     data_dir: Path = Field(Path("./logbroker-data"), description="where partition logs live")
-    listen: str = Field("127.0.0.1:9092", description="HOST:PORT to accept Kafka clients on")
-    advertised_listener: str | None = Field(None, description="HOST:PORT clients are told to use")
+    listen: str = Field(
+        "127.0.0.1:9092", description="HOST:PORT of the one PLAINTEXT listener when `listeners` is unset"
+    )
+    advertised_listener: str | None = Field(None, description="HOST:PORT clients are told to use (with `listen`)")
+    # Listeners and security (Kafka's names). Several listeners at once, each with a security protocol.
+    listeners: str | None = Field(
+        None, description="NAME://HOST:PORT,... (Kafka's listeners); replaces `listen` when set"
+    )
+    advertised_listeners: str | None = Field(None, description="NAME://HOST:PORT,... clients are told to use")
+    listener_security_protocol_map: str = Field(
+        DEFAULT_PROTOCOL_MAP, description="NAME:PROTOCOL,... (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)"
+    )
+    listener_configs: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="per-listener overrides of ssl_*/sasl_* settings (Kafka's listener.name.<name>.<config>)",
+    )
+    ssl_keystore_location: Path | None = Field(
+        None, description="PEM file: the server's private key and certificate chain"
+    )
+    ssl_keystore_type: str = Field("PEM", description="only PEM")
+    ssl_key_password: str | None = Field(None, description="the password of an encrypted private key")
+    ssl_truststore_location: Path | None = Field(
+        None, description="PEM file of CA certificates clients are checked against"
+    )
+    ssl_truststore_type: str = Field("PEM", description="only PEM")
+    ssl_client_auth: str = Field("none", description="client certificates: none, requested or required")
+    ssl_principal_mapping_rules: str = Field("DEFAULT", description="certificate subject -> user name rules")
+    ssl_enabled_protocols: str = Field("TLSv1.2,TLSv1.3", description="TLS versions offered (1.2 and newer)")
+    sasl_enabled_mechanisms: str = Field(
+        ",".join(SASL_MECHANISMS), description="SASL mechanisms offered: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"
+    )
+    sasl_plain_users_file: Path | None = Field(
+        None, description='PLAIN users: `name=password` lines, or a JAAS PlainLoginModule entry with user_NAME="pw"'
+    )
+    sasl_plain_jaas_config: str | None = Field(None, description="PLAIN users inline (Kafka's plain.sasl.jaas.config)")
+    sasl_server_max_receive_size: int = Field(
+        524288, ge=64, description="largest request before authentication (a SASL token)"
+    )
+    connections_max_reauth_ms: int = Field(
+        0, ge=0, description="SASL sessions last this long; clients re-authenticate (KIP-368); 0: forever"
+    )
+    connection_failed_authentication_delay_ms: int = Field(
+        100, ge=0, description="a failed authentication's connection is closed after this delay"
+    )
+    authorizer_class_name: str = Field(
+        "", description=f"empty: no authorization; {STANDARD_AUTHORIZER}: ACLs are enforced"
+    )
+    super_users: str = Field("", description="principals allowed everything, separated by ';' (User:admin;User:ops)")
+    allow_everyone_if_no_acl_found: bool = Field(
+        False, description="with an authorizer: allow an operation on a resource no ACL names"
+    )
     node_id: int = Field(1, ge=0)
     fsync: FsyncPolicy = Field(FsyncPolicy.ALWAYS, description="always | interval | never")
     fsync_interval_ms: int = Field(1000, ge=1, description="with fsync=interval")
@@ -192,12 +316,88 @@ class BrokerSettings(BaseSettings):
             raise ValueError("message_max_bytes cannot exceed socket_request_max_bytes")
         return self
 
+    @model_validator(mode="after")
+    def _security(self) -> BrokerSettings:
+        listeners = self.listener_list()  # raises on a bad list, map or advertised name
+        for name, overrides in self.listener_configs.items():
+            if name.upper() not in {lst.name for lst in listeners}:
+                raise ValueError(f"listener_configs: no listener is named {name}")
+            for key in overrides:
+                if key not in LISTENER_OVERRIDABLE:
+                    raise ValueError(f"listener_configs.{name}: {key} cannot be set per listener")
+        for lst in listeners:
+            get = lambda key, lst=lst: self.for_listener(lst.name, key)  # noqa: E731
+            for key in ("ssl_keystore_type", "ssl_truststore_type"):
+                if str(get(key)).upper() != "PEM":
+                    raise ValueError(f"{key}: only PEM is supported, got {get(key)!r} (listener {lst.name})")
+            if str(get("ssl_client_auth")).lower() not in ("none", "requested", "required"):
+                raise ValueError(f"ssl_client_auth must be none, requested or required, got {get('ssl_client_auth')!r}")
+            for proto in filter(None, (p.strip() for p in str(get("ssl_enabled_protocols")).split(","))):
+                if proto not in ("TLSv1.2", "TLSv1.3"):
+                    raise ValueError(f"ssl_enabled_protocols: {proto} is not offered (TLSv1.2 and TLSv1.3 only)")
+            if lst.tls and not get("ssl_keystore_location"):
+                raise ValueError(f"listener {lst.name} uses {lst.protocol} but no ssl_keystore_location is set")
+            if lst.sasl:
+                mechs = [m.strip().upper() for m in str(get("sasl_enabled_mechanisms")).split(",") if m.strip()]
+                if not mechs:
+                    raise ValueError(f"listener {lst.name} uses {lst.protocol} but sasl_enabled_mechanisms is empty")
+                for m in mechs:
+                    if m not in SASL_MECHANISMS:
+                        raise ValueError(
+                            f"sasl_enabled_mechanisms: {m} is not supported ({', '.join(SASL_MECHANISMS)})"
+                        )
+        if self.authorizer_class_name.strip() not in ("", STANDARD_AUTHORIZER):
+            raise ValueError(
+                f"authorizer_class_name: only {STANDARD_AUTHORIZER} (ACLs) is available, "
+                f"got {self.authorizer_class_name!r}"
+            )
+        for part in self.super_users.split(";"):
+            if part.strip() and ":" not in part:
+                raise ValueError(f"super_users: expected principalType:principalName, got {part.strip()!r}")
+        return self
+
+    def for_listener(self, listener: str, key: str) -> Any:
+        """A setting as `listener` sees it: its `listener_configs` override, else the broker-wide value."""
+        overrides = self.listener_configs.get(listener.lower()) or self.listener_configs.get(listener.upper()) or {}
+        return overrides[key] if key in overrides else getattr(self, key)
+
+    def listener_list(self) -> list[Listener]:
+        """The listeners to open: `listeners` (with the protocol map and advertised addresses), or one
+        PLAINTEXT listener on `listen`."""
+        if self.listeners is None:
+            host, port = parse_host_port(self.listen)
+            adv_host, adv_port = parse_host_port(self.advertised_listener) if self.advertised_listener else (host, port)
+            return [Listener("PLAINTEXT", "PLAINTEXT", host, port, _reachable(adv_host), adv_port)]
+        protocols = parse_protocol_map(self.listener_security_protocol_map)
+        advertised = (
+            {n: (h, p) for n, h, p in parse_listener_list(self.advertised_listeners or "", "advertised_listeners")}
+            if self.advertised_listeners
+            else {}
+        )
+        bound = parse_listener_list(self.listeners)
+        names = {n for n, _, _ in bound}
+        for name in advertised:
+            if name not in names:
+                raise ValueError(f"advertised_listeners names listener {name}, which listeners does not have")
+        ports = [p for _, _, p in bound if p]
+        if len(ports) != len(set(ports)):
+            raise ValueError("listeners: two listeners on one port")
+        out = []
+        for name, host, port in bound:
+            proto = protocols.get(name)
+            if proto is None:
+                raise ValueError(
+                    f"listeners: listener {name} has no security protocol in listener_security_protocol_map"
+                )
+            adv_host, adv_port = advertised.get(name, (host, port))
+            out.append(Listener(name, proto, host or "0.0.0.0", port, _reachable(adv_host), adv_port))
+        return out
+
     @property
     def advertised(self) -> tuple[str, int]:
-        host, port = parse_host_port(self.advertised_listener or self.listen)
-        if host in ("0.0.0.0", "::", ""):
-            host = "127.0.0.1"
-        return host, port
+        """The first listener's advertised address (what tools print; Metadata answers per listener)."""
+        first = self.listener_list()[0]
+        return first.advertised_host, first.advertised_port
 
     @classmethod
     def settings_customise_sources(
@@ -209,6 +409,11 @@ class BrokerSettings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return init_settings, env_settings, _FileSource(settings_cls)
+
+
+def _reachable(host: str) -> str:
+    """A wildcard bind address is not one a client can use: advertise loopback instead."""
+    return "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
 
 
 class _FileSource(PydanticBaseSettingsSource):

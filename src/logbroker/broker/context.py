@@ -19,11 +19,21 @@ from pathlib import Path
 from types import MappingProxyType
 
 from logbroker.config import BrokerSettings
-from logbroker.protocol import ApiSpec, ErrorCode
+from logbroker.protocol import ApiSpec, ErrorCode, Request
 from logbroker.protocol.buffers import BufferPool
 from logbroker.storage import LogConfig, LogManager, PartitionLog
 from logbroker.storage.manager import TopicError, TopicMeta, validate_topic_name
 
+from .auth.acls import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclStore,
+    Authorizer,
+    Refusal,
+    ResourceType,
+    parse_super_users,
+)
 from .auth.users import UserStore
 from .configs import BrokerConfigs
 from .flusher import Flusher
@@ -68,6 +78,8 @@ class BrokerContext:
         self._producer_ids: ProducerIdAllocator | None = None
         self._txns: TxnCoordinator | None = None
         self._users: UserStore | None = None
+        self._authorizer: Authorizer | None = None  # None: no authorizer configured, everything is allowed
+        self._acl_store: AclStore | None = None
         self._append_waiters: dict[PartitionKey, set[asyncio.Future[None]]] = {}
         self._stopping = False
         self._producer_expiry: asyncio.Task[None] | None = None
@@ -118,6 +130,11 @@ class BrokerContext:
         self.cluster_id = _cluster_id(data)
         self._producer_ids = ProducerIdAllocator(data / "__producer_ids")
         self._users = UserStore(data, self._logs.clean_start)
+        if s.authorizer_class_name.strip():
+            self._acl_store = AclStore(data, self._logs.clean_start)
+            self._authorizer = Authorizer(
+                parse_super_users(s.super_users), s.allow_everyone_if_no_acl_found, self._acl_store.load_bindings()
+            )
         self._groups = Coordinator(
             GroupStore(data, self._logs.clean_start),
             CoordinatorConfig(
@@ -187,6 +204,8 @@ class BrokerContext:
             self._txns.close()
         if self._users is not None:
             self._users.close()
+        if self._acl_store is not None:
+            self._acl_store.close()
         if self._logs is not None:
             self._logs.close()
 
@@ -241,6 +260,62 @@ class BrokerContext:
         """Write SCRAM credential changes durably, then make them the state."""
         await self._persist_internal(self.users.append(records))
         self.users.apply(records)
+
+    # ------------------------------------------------------------------ authorization
+
+    @property
+    def authorizer(self) -> Authorizer | None:
+        """The ACLs and their decision, or None when no authorizer is configured (Kafka without
+        `authorizer.class.name`: every request is allowed, and the ACL APIs answer SECURITY_DISABLED)."""
+        return self._authorizer
+
+    def authorize(self, req: Request, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+        """May the request's principal, from its address, do `operation` on the resource? (Kafka's
+        AuthHelper.authorize; always True without an authorizer.)"""
+        a = self._authorizer
+        return a is None or a.authorize(req.principal, req.client_address, operation, resource_type, name)
+
+    def authorize_names(
+        self, req: Request, operation: AclOperation, resource_type: ResourceType, names: Iterable[str]
+    ) -> set[str]:
+        """The subset of `names` the request may do `operation` on (Kafka's filterByAuthorized)."""
+        a = self._authorizer
+        if a is None:
+            return set(names)
+        return {n for n in set(names) if a.authorize(req.principal, req.client_address, operation, resource_type, n)}
+
+    def authorize_any(self, req: Request, operation: AclOperation, resource_type: ResourceType) -> bool:
+        """May the principal do `operation` on at least one resource of the type? (Kafka's
+        authorizeByResourceType: IDEMPOTENT_WRITE through WRITE on any topic, CREATE on any topic...)"""
+        a = self._authorizer
+        return a is None or a.authorize_by_resource_type(req.principal, req.client_address, operation, resource_type)
+
+    def describe_acls(self, f: AclBindingFilter) -> list[AclBinding]:
+        if self._authorizer is None:
+            raise RuntimeError("no authorizer is configured")
+        return self._authorizer.acls(f)
+
+    async def create_acls(self, bindings: list[AclBinding]) -> list[Refusal | None]:
+        """Add ACLs; the new ones are durable before this returns (and before they count: a decision is
+        never made on an ACL a crash could take back)."""
+        if self._authorizer is None or self._acl_store is None:
+            raise RuntimeError("no authorizer is configured")
+        trial = Authorizer(acls=self._authorizer.acls())
+        results = trial.create(bindings, self._acl_store)
+        await self._persist_internal(self._acl_store.log)
+        for b, r in zip(bindings, results, strict=True):
+            if r is None:
+                self._authorizer.add(b)
+        return results
+
+    async def delete_acls(self, filters: list[AclBindingFilter]) -> list[Refusal | list[AclBinding]]:
+        """Delete the ACLs the filters match; durable before this returns. Deletions count at once: a
+        crash before the sync can only bring back what the client was never told was deleted."""
+        if self._authorizer is None or self._acl_store is None:
+            raise RuntimeError("no authorizer is configured")
+        results = self._authorizer.delete(filters, self._acl_store)
+        await self._persist_internal(self._acl_store.log)
+        return results
 
     @property
     def producer_ids(self) -> ProducerIdAllocator:

@@ -44,7 +44,12 @@ class Request:
     # this error (ApiVersions' KIP-511 fallback; other unserved versions close the connection).
     version_error: ErrorCode | None = None
     size: int = 0
-    client_host: str = ""
+    client_host: str = ""  # "/address", as Kafka names a client's host in group descriptions
+    # Who sent it, as the connection established (Kafka's RequestContext): the principal ("User:name"; a
+    # PLAINTEXT listener's is User:ANONYMOUS), the client's address as text and the listener's name.
+    principal: str = "User:ANONYMOUS"
+    client_address: str = ""
+    listener: str = ""
     response_size_hint: int = 0  # bytes the handler expects its response to take (a fetch's records)
     # Buffers the response refers to (a fetch's records), given back to their pool once it is encoded.
     lent: list[tuple[BufferPool, bytearray]] = field(default_factory=list)
