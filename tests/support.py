@@ -205,3 +205,39 @@ def assert_equal(got: Any, want: Any) -> bool:
     """An assertion usable inside a lambda (for `eventually`)."""
     assert got == want, got
     return True
+
+
+# Principals for authorization tests: PLAINTEXT clients are User:ANONYMOUS; SASL PLAIN users log in on the
+# peer's SASL_PLAINTEXT listener (Kafka) as these.
+AUTHZ_USERS = {"alice": "alice-secret", "bob": "bob-secret"}
+
+
+@contextlib.contextmanager
+def authz_kafka_peer(
+    super_users: tuple[str, ...] = (), users: dict[str, str] | None = None, **server_properties: Any
+) -> Iterator[Any]:
+    """Apache Kafka 4 with its StandardAuthorizer: PLAINTEXT clients are User:ANONYMOUS and not super;
+    `super_users` ("User:x") are; a SASL_PLAINTEXT listener (`peer.listener_bootstrap("SASL_PLAINTEXT")`)
+    logs in the PLAIN `users` (default AUTHZ_USERS). Yields the KafkaPeer."""
+    from logbroker.testing import peers
+
+    if not peers.java_available():
+        missing_tool("java not found (Apache Kafka needs a JVM)")
+    if not peers.jars_available("kafka"):
+        missing_tool(f"no Kafka jars in {peers.default_jar_dir('kafka')} (run .ci/fetch-jars)")
+    logins = " ".join(f'user_{u}="{p}"' for u, p in (AUTHZ_USERS if users is None else users).items())
+    props = {
+        "group.initial.rebalance.delay.ms": 0,
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+            f"org.apache.kafka.common.security.plain.PlainLoginModule required {logins};",
+        **server_properties,
+    }  # fmt: skip
+    peer = peers.KafkaPeer(
+        authorizer=True,
+        super_users=super_users,
+        listeners={"SASL_PLAINTEXT": "SASL_PLAINTEXT"},
+        server_properties=props,
+    )
+    with peer:
+        yield peer

@@ -49,8 +49,10 @@ from logbroker.jars import (
 from logbroker.testing.net import LOOPBACK, free_port, free_ports
 
 __all__ = [
+    "CONTROLLER_USER",
     "JARS_ENV",
     "LOOPBACK",
+    "STANDARD_AUTHORIZER",
     "JavaClientTool",
     "KafkaCluster",
     "KafkaPeer",
@@ -473,6 +475,12 @@ _KAFKA_JVM_FLAGS = (
     "-Djava.awt.headless=true",
 )
 
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+# With an authorizer the broker reaches its controller over SASL_PLAINTEXT/PLAIN as this internal user, a
+# super user: over PLAINTEXT it would be User:ANONYMOUS, which would then need CLUSTER_ACTION (and so be a
+# super user, making every PLAINTEXT client all-powerful).
+CONTROLLER_USER, CONTROLLER_PASSWORD = "controller-admin", "controller-admin-secret"
+
 _STORAGE_TOOL = "kafka.tools.StorageTool"
 _KAFKA_MAIN = "kafka.Kafka"
 
@@ -515,6 +523,10 @@ class KafkaCluster(_Peer):
     generated config of every node (``node_properties`` per node id); ``listeners``
     adds named listeners (name -> security protocol, e.g. ``{"SASL_PLAINTEXT":
     "SASL_PLAINTEXT"}``), each on its own free port, for later SASL/SSL work.
+
+    ``authorizer=True`` runs Kafka's StandardAuthorizer with ``super_users`` ("User:name" each) as super
+    users; the controller listener then becomes SASL_PLAINTEXT/PLAIN with an internal super user
+    (``CONTROLLER_USER``), so PLAINTEXT clients are User:ANONYMOUS without any right of their own.
     """
 
     kind = "kafka"
@@ -537,6 +549,8 @@ class KafkaCluster(_Peer):
         start_timeout: float = 120.0,
         stop_grace: float = 10.0,
         base_dir: str | os.PathLike[str] | None = None,
+        authorizer: bool = False,
+        super_users: Sequence[str] = (),
     ) -> None:
         super().__init__(start_timeout=start_timeout, stop_grace=stop_grace)
         if nodes < 1:
@@ -556,6 +570,10 @@ class KafkaCluster(_Peer):
         self.cluster_id = cluster_id or kafka_cluster_id()
         self.extra_env = dict(env or {})
         self.base_dir = base_dir
+        self.authorizer = authorizer
+        self.super_users = list(super_users)
+        if self.super_users and not authorizer:
+            raise ValueError("super_users needs authorizer=True")
         self.nodes: list[_KafkaNode] = []
 
     # -- addresses
@@ -583,7 +601,7 @@ class KafkaCluster(_Peer):
             listeners.append(f"{name}://{LOOPBACK}:{node.listener_ports[name]}")
             advertised.append(f"{name}://{LOOPBACK}:{node.listener_ports[name]}")
             protocols.append(f"{name}:{protocol}")
-        return {
+        props: dict[str, object] = {
             "process.roles": "broker,controller",
             "node.id": node.node_id,
             "controller.quorum.voters": voters,
@@ -608,6 +626,27 @@ class KafkaCluster(_Peer):
             "group.initial.rebalance.delay.ms": 0,
             "num.network.threads": 2,
             "num.io.threads": 4,
+        }
+        if self.authorizer:
+            props.update(self._authorizer_properties())
+        return props
+
+    def _authorizer_properties(self) -> dict[str, object]:
+        """StandardAuthorizer, and a controller listener whose principal is an internal super user."""
+        jaas = (
+            "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'username="{CONTROLLER_USER}" password="{CONTROLLER_PASSWORD}" '
+            f'user_{CONTROLLER_USER}="{CONTROLLER_PASSWORD}";'
+        )
+        protocols = ["CONTROLLER:SASL_PLAINTEXT", "PLAINTEXT:PLAINTEXT"]
+        protocols += [f"{name}:{protocol}" for name, protocol in self.extra_listeners.items()]
+        return {
+            "listener.security.protocol.map": ",".join(protocols),
+            "authorizer.class.name": STANDARD_AUTHORIZER,
+            "super.users": ";".join([f"User:{CONTROLLER_USER}", *self.super_users]),
+            "sasl.mechanism.controller.protocol": "PLAIN",
+            "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.controller.plain.sasl.jaas.config": jaas,
         }
 
     def _classpath(self) -> str:
