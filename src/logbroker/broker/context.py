@@ -68,7 +68,12 @@ class BrokerContext:
         self.settings = settings
         self.apis = apis  # what this broker serves, from the handlers' declarations (ApiVersions answers it)
         self.node_id = settings.node_id
-        self.host, self.port = settings.advertised
+        self.listeners = settings.listener_list()
+        # Where each listener is advertised (Metadata answers a client with the listener it came in on).
+        # A port of 0 is filled in by the server once bound.
+        self.endpoints: dict[str, tuple[str, int]] = {
+            lst.name: (lst.advertised_host, lst.advertised_port) for lst in self.listeners
+        }
         self.flusher = Flusher(settings.fsync, settings.fsync_interval_ms)
         self.cluster_id = ""
         self._logs: LogManager | None = None
@@ -90,6 +95,19 @@ class BrokerContext:
         self.append_order = asyncio.Lock()
         self.read_buffers = BufferPool()  # fetch reads land here, reused across requests
         self.frame_buffers = BufferPool()  # large response frames (the server's connections use it)
+
+    @property
+    def host(self) -> str:
+        """The first listener's advertised host (what logs and tools print)."""
+        return self.endpoints[self.listeners[0].name][0]
+
+    @property
+    def port(self) -> int:
+        return self.endpoints[self.listeners[0].name][1]
+
+    def endpoint(self, listener: str) -> tuple[str, int]:
+        """The advertised host and port of `listener` (the first listener's for a request of no listener)."""
+        return self.endpoints.get(listener) or self.endpoints[self.listeners[0].name]
 
     # ------------------------------------------------------------------ life cycle (the server's)
 

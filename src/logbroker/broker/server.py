@@ -76,7 +76,8 @@ class Broker:
             lambda: ClientConnection(self), host, port, reuse_address=True, backlog=1024
         )
         if port == 0:
-            ctx.port = self._server.sockets[0].getsockname()[1]
+            name = ctx.listeners[0].name
+            ctx.endpoints[name] = (ctx.endpoints[name][0], self._server.sockets[0].getsockname()[1])
         self._tasks.append(asyncio.create_task(self._housekeeping(), name="housekeeping"))
         log.info(
             "logbroker listening on %s:%d (advertised %s:%d), data in %s, fsync=%s%s",

@@ -44,6 +44,10 @@ def handle(ctx: BrokerContext, req: Request) -> R:
         endpoint_type=BROKER_ENDPOINT,
         cluster_id=ctx.cluster_id,
         controller_id=ctx.node_id,
-        brokers=[R.DescribeClusterBroker(broker_id=ctx.node_id, host=ctx.host, port=ctx.port, rack=None)],
+        brokers=[
+            R.DescribeClusterBroker(
+                broker_id=ctx.node_id, host=ctx.endpoint(req.listener)[0], port=ctx.endpoint(req.listener)[1], rack=None
+            )
+        ],
         authorized_operations=None,
     )

@@ -14,10 +14,11 @@ R = API.response
 GROUP, TRANSACTION = 0, 1
 
 
-def _answer(ctx: BrokerContext, key: str, key_type: int) -> tuple[int, str | None, int, str, int]:
+def _answer(ctx: BrokerContext, req: Request, key: str, key_type: int) -> tuple[int, str | None, int, str, int]:
     if key_type not in (GROUP, TRANSACTION):
         return int(E.INVALID_REQUEST), f"coordinator key type {key_type} is not served", -1, "", -1
-    return 0, "", ctx.node_id, ctx.host, ctx.port
+    host, port = ctx.endpoint(req.listener)
+    return 0, "", ctx.node_id, host, port
 
 
 @handles(ApiKey.FindCoordinator, 0, 6)
@@ -27,10 +28,10 @@ def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     if req.version >= 4:
         coords = []
         for key in body.coordinator_keys:
-            err, msg, node, host, port = _answer(ctx, key, key_type)
+            err, msg, node, host, port = _answer(ctx, req, key, key_type)
             coords.append(R.Coordinator(key=key, node_id=node, host=host, port=port, error_code=err, error_message=msg))
         return R(throttle_time_ms=0, coordinators=coords)
-    err, msg, node, host, port = _answer(ctx, body.key, key_type)
+    err, msg, node, host, port = _answer(ctx, req, body.key, key_type)
     if err == 0:
         msg = "NONE"  # what Kafka says in v1-3 (v4+ entries say "")
     return R(throttle_time_ms=0, error_code=err, error_message=msg, node_id=node, host=host, port=port)

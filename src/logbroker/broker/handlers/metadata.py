@@ -119,7 +119,11 @@ def handle(ctx: BrokerContext, req: Request) -> R:
         )
     return R(
         throttle_time_ms=0,
-        brokers=[R.MetadataResponseBroker(node_id=ctx.node_id, host=ctx.host, port=ctx.port, rack=None)],
+        brokers=[
+            R.MetadataResponseBroker(
+                node_id=ctx.node_id, host=ctx.endpoint(req.listener)[0], port=ctx.endpoint(req.listener)[1], rack=None
+            )
+        ],
         cluster_id=ctx.cluster_id,
         controller_id=ctx.node_id,
         topics=topics,
