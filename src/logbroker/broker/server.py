@@ -10,20 +10,57 @@ import contextlib
 import logging
 import resource
 import socket
+import ssl
 import time
 from collections import deque
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-from logbroker.config import BrokerSettings, parse_host_port, parse_ip_overrides
-from logbroker.protocol import ProtocolError, Request, ServerConnection
+from logbroker.config import BrokerSettings, Listener, parse_ip_overrides
+from logbroker.protocol import ApiKey, ProtocolError, RawFrame, Request, ServerConnection
+from logbroker.protocol.errors import FrameTooLarge
 
+from .auth.authenticator import Outcome, SaslSession, load_plain_users, plain_checker
+from .auth.tls import ANONYMOUS, PrincipalMapper, certificate_principal, listener_context_factory
 from .context import BrokerContext, NoResponse, descriptor_shares
 from .dispatch import Handler
 from .handlers import registry, served_apis
 from .logfilter import RepeatFilter
 
 log = logging.getLogger("logbroker.broker")
+_TLS_RECORD = 0x1603  # the first two bytes of a TLS handshake record, read as a frame size's high half
+
+
+@dataclass
+class ListenerRuntime:
+    """One open listener: its settings, TLS context and principal mapping, and SASL configuration."""
+
+    spec: Listener
+    tls: ssl.SSLContext | None = None
+    mapper: PrincipalMapper | None = None
+    mechanisms: list[str] = field(default_factory=list)
+    plain_check: Callable[[str, str], bool] | None = None
+    reauth_ms: int = 0
+
+    @classmethod
+    def build(cls, spec: Listener, settings: BrokerSettings) -> ListenerRuntime:
+        """Everything a listener needs before it opens; ValueError naming the setting when it cannot."""
+
+        def get(key: str) -> Any:
+            return settings.for_listener(spec.name, key)
+
+        rt = cls(spec)
+        if spec.tls:
+            rt.tls, rt.mapper = listener_context_factory(get)
+        if spec.sasl:
+            rt.mechanisms = [m.strip().upper() for m in str(get("sasl_enabled_mechanisms")).split(",") if m.strip()]
+            users = load_plain_users(get("sasl_plain_users_file"), get("sasl_plain_jaas_config"))
+            if "PLAIN" in rt.mechanisms and not users:
+                log.warning("listener %s offers SASL/PLAIN but no PLAIN user is configured", spec.name)
+            rt.plain_check = plain_checker(users)
+            rt.reauth_ms = int(get("connections_max_reauth_ms"))
+        return rt
 
 
 class Broker:
@@ -33,7 +70,8 @@ class Broker:
         self.settings = settings
         self.context = BrokerContext(settings, served_apis())
         self._handlers: dict[int, Handler] = dict(registry())
-        self._server: asyncio.base_events.Server | None = None
+        self._servers: list[asyncio.base_events.Server] = []
+        self.listeners: list[ListenerRuntime] = []
         self._connections: set[ClientConnection] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self.started = asyncio.Event()
@@ -70,23 +108,48 @@ class Broker:
             )
             self.max_connections = allowed
         self._host_limits = resolve_overrides(self.settings.max_connections_per_ip_overrides)
+        # TLS files and PLAIN users are read before anything opens: a bad one refuses to start, naming it.
+        self.listeners = [ListenerRuntime.build(spec, self.settings) for spec in ctx.listeners]
         ctx.open()
-        host, port = parse_host_port(self.settings.listen)
-        self._server = await asyncio.get_running_loop().create_server(
-            lambda: ClientConnection(self), host, port, reuse_address=True, backlog=1024
-        )
-        if port == 0:
-            name = ctx.listeners[0].name
-            ctx.endpoints[name] = (ctx.endpoints[name][0], self._server.sockets[0].getsockname()[1])
+        loop = asyncio.get_running_loop()
+        try:
+            for rt in self.listeners:
+                spec = rt.spec
+                server = await loop.create_server(
+                    lambda rt=rt: ClientConnection(self, rt),  # type: ignore[misc]
+                    spec.host,
+                    spec.port,
+                    reuse_address=True,
+                    backlog=1024,
+                    ssl=rt.tls,
+                    ssl_handshake_timeout=10.0 if rt.tls else None,
+                )
+                self._servers.append(server)
+                bound = server.sockets[0].getsockname()[1]
+                host, port = ctx.endpoints[spec.name]
+                if port == 0:
+                    ctx.endpoints[spec.name] = (host, bound)
+                log.info(
+                    "listener %s (%s) on %s:%d, advertised as %s:%d%s",
+                    spec.name,
+                    spec.protocol,
+                    spec.host,
+                    bound,
+                    *ctx.endpoints[spec.name],
+                    f", SASL mechanisms {','.join(rt.mechanisms)}" if rt.mechanisms else "",
+                )
+        except BaseException:
+            for server in self._servers:
+                server.close()
+            await ctx.close()
+            raise
         self._tasks.append(asyncio.create_task(self._housekeeping(), name="housekeeping"))
         log.info(
-            "logbroker listening on %s:%d (advertised %s:%d), data in %s, fsync=%s%s",
-            host,
-            self.port,
-            self.host,
-            self.port,
+            "logbroker serving %d listener(s), data in %s, fsync=%s, authorizer %s%s",
+            len(self.listeners),
             self.settings.data_dir,
             self.settings.fsync.value,
+            "on (ACLs enforced)" if ctx.authorizer is not None else "off",
             "" if ctx.clean_start else " (recovered after unclean shutdown)",
         )
         self.started.set()
@@ -96,8 +159,8 @@ class Broker:
         if self.context.stopping:
             return
         self.context.begin_stopping()  # long polls answer now, so connections can drain
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         for conn in list(self._connections):
             conn.stop_reading()
         deadline = time.monotonic() + 10
@@ -203,6 +266,13 @@ class Broker:
 _CLOSE = memoryview(b"")  # a request's "answer" that closes the connection instead
 
 
+@dataclass(frozen=True, slots=True)
+class _Last:
+    """An answer after which the connection closes (a failed authentication's)."""
+
+    frame: memoryview
+
+
 class ClientConnection(asyncio.BufferedProtocol):
     """One client socket: pipelined requests are handled concurrently and answered in arrival order.
 
@@ -213,10 +283,14 @@ class ClientConnection(asyncio.BufferedProtocol):
     answers the client has not read, or the broker-wide bound. Memory per connection stays bounded
     whatever the client sends or fails to read."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, listener: ListenerRuntime | None = None) -> None:
         self.broker = broker
         ctx = broker.context
+        self.listener = listener or broker.listeners[0]
         self.codec = ServerConnection(ctx.apis, broker.settings.socket_request_max_bytes, ctx.frame_buffers)
+        self.principal = ANONYMOUS
+        self.sasl: SaslSession | None = None
+        self._auth_failed = False  # stop reading: the connection closes once its failure answer is sent
         self.transport: asyncio.Transport | None = None
         self.pending: deque[asyncio.Future[memoryview | None]] = deque()
         self.peer = "?"
@@ -248,6 +322,24 @@ class ClientConnection(asyncio.BufferedProtocol):
             transport.abort()
             return
         self._admitted = True
+        lst = self.listener
+        if lst.mapper is not None:
+            try:
+                self.principal = certificate_principal(transport.get_extra_info("ssl_object"), lst.mapper)
+            except (LookupError, ValueError) as exc:
+                log.info("Failed authentication with %s (listener %s): %s", self.host, lst.spec.name, exc)
+                self._fail()
+                return
+        if lst.spec.sasl:
+            users = self.broker.context.users
+            self.sasl = SaslSession(
+                lst.mechanisms, lst.plain_check or plain_checker({}), users.credential, lst.reauth_ms
+            )
+            # Before authentication a frame may only be as large as a SASL token (Kafka's
+            # sasl.server.max.receive.size): an unauthenticated client cannot make the broker hold 100 MB.
+            self.codec.max_request_bytes = min(
+                self.broker.settings.sasl_server_max_receive_size, self.codec.max_request_bytes
+            )
         sock = transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
@@ -297,6 +389,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         return not (
             self._closed
             or self._stopped
+            or self._auth_failed
             or self._exclusive
             or self._write_paused
             or (self.broker.muted and self._held > 0)
@@ -327,10 +420,23 @@ class ClientConnection(asyncio.BufferedProtocol):
                 if req is None:
                     break
                 completed = True
-                self._dispatch(req)
+                if self.sasl is None:
+                    self._dispatch(req)
+                else:
+                    self._sasl_event(req)
         except ProtocolError as exc:
             self.broker.stats["protocol_errors"] += 1
-            log.warning("closing connection from %s: %s", self.peer, exc)
+            if isinstance(exc, FrameTooLarge) and exc.size >> 16 == _TLS_RECORD and not self.listener.tls:
+                log.warning(
+                    "closing connection from %s: a TLS handshake on listener %s, which is %s",
+                    self.peer,
+                    self.listener.spec.name,
+                    self.listener.spec.protocol,
+                )
+            elif self.sasl is not None and self.sasl.in_exchange:
+                log.info("Failed authentication with %s (listener %s): %s", self.host, self.listener.spec.name, exc)
+            else:
+                log.warning("closing connection from %s: %s", self.peer, exc)
             self._fail()
             return
         # The clock starts when a request's first bytes arrive, not at its latest chunk: a client trickling
@@ -356,11 +462,77 @@ class ClientConnection(asyncio.BufferedProtocol):
             if delta:
                 self.broker.account(delta)
 
+    # ------------------------------------------------------------------ SASL
+
+    def _sasl_event(self, event: Request | RawFrame) -> None:
+        """A request or raw frame on a SASL listener: the authenticator's while the exchange is on (or a
+        re-authentication begins), the handlers' after it; a session past its lifetime is closed."""
+        sasl = self.sasl
+        assert sasl is not None
+        if isinstance(event, RawFrame):
+            self._sasl_answer(None, sasl.on_token(event.data))
+            return
+        if not sasl.in_exchange:
+            if event.api_key == ApiKey.SaslHandshake and sasl.may_reauthenticate():
+                sasl.begin_reauthentication()
+            elif sasl.expired():
+                log.info("closing connection from %s: its SASL session expired (%s)", self.peer, self.principal)
+                self._fail()
+                return
+            else:
+                self._dispatch(event)
+                return
+        outcome = sasl.on_request(event)
+        if outcome.dispatch:
+            self._dispatch(event)
+        else:
+            self._sasl_answer(event, outcome)
+
+    def _sasl_answer(self, req: Request | None, out: Outcome) -> None:
+        sasl = self.sasl
+        assert sasl is not None
+        frame: memoryview | None = None
+        if out.response is not None and req is not None:
+            frame = self.codec.encode_response(req, out.response)
+        elif out.raw is not None:
+            frame = self.codec.encode_raw(out.raw)
+        if out.authenticated:
+            assert sasl.principal is not None
+            self.principal = sasl.principal
+            self.codec.max_request_bytes = self.broker.settings.socket_request_max_bytes
+            log.debug("%s authenticated as %s with %s", self.peer, self.principal, sasl.mechanism_name)
+        if sasl.raw and sasl.in_exchange:
+            self.codec.expect_raw(1)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.pending.append(fut)
+        if out.failure is not None:
+            self._auth_failed = True
+            detail = out.failure.detail
+            log.info("Failed authentication with %s (listener %s): %s", self.host, self.listener.spec.name, detail)
+            delay = self.broker.settings.connection_failed_authentication_delay_ms / 1000
+            # Kafka delays a failed authentication's answer and close (connection.failed.authentication.
+            # delay.ms): a client guessing passwords gets one try per connection and per delay.
+            result: Any = _Last(frame) if frame is not None else _CLOSE
+            asyncio.get_running_loop().call_later(delay, self._settle, fut, result)
+        elif out.close:
+            fut.set_result(_CLOSE)
+        else:
+            fut.set_result(frame)
+        self._drain()
+
+    def _settle(self, fut: asyncio.Future[Any], result: Any) -> None:
+        if not fut.done():
+            fut.set_result(result)
+            self._drain()
+
     # ------------------------------------------------------------------ request flow
 
     def _dispatch(self, req: Request) -> None:
         self.broker.stats["requests"] += 1
         req.client_host = self.host
+        req.client_address = self.address
+        req.principal = self.principal
+        req.listener = self.listener.spec.name
         handler = self.broker._handlers.get(req.api_key)
         fut: asyncio.Future[memoryview | None] = asyncio.get_running_loop().create_future()
         self.pending.append(fut)
@@ -441,6 +613,10 @@ class ClientConnection(asyncio.BufferedProtocol):
                 self._fail()
                 return
             frame = fut.result()
+            if isinstance(frame, _Last):
+                if t is not None and not self._closed:
+                    t.write(frame.frame)
+                frame = _CLOSE
             if frame is _CLOSE:
                 # Kafka reads a connection's requests one at a time, so nothing after this one is ever
                 # answered: close once what came before is sent, and drop the rest.

@@ -24,6 +24,24 @@ from logbroker.config import ConfigError, load_settings
 @click.option("--data-dir", type=click.Path(path_type=Path), help="Where partition logs live.")
 @click.option("--listen", help="HOST:PORT to accept clients on (default 127.0.0.1:9092).")
 @click.option("--advertised-listener", help="HOST:PORT clients should connect to.")
+@click.option(
+    "--listeners",
+    help="Several listeners, Kafka's form: PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9094 (replaces --listen).",
+)
+@click.option("--advertised-listeners", help="NAME://HOST:PORT,... clients are told to use, per listener.")
+@click.option("--listener-security-protocol-map", help="NAME:PROTOCOL,... for listeners not named after a protocol.")
+@click.option("--ssl-keystore-location", type=click.Path(path_type=Path), help="PEM: private key + certificate chain.")
+@click.option("--ssl-truststore-location", type=click.Path(path_type=Path), help="PEM: CAs client certs chain to.")
+@click.option("--ssl-client-auth", type=click.Choice(["none", "requested", "required"]), help="Client certificates.")
+@click.option("--sasl-enabled-mechanisms", help="PLAIN,SCRAM-SHA-256,SCRAM-SHA-512 (default: all three).")
+@click.option("--sasl-plain-users-file", type=click.Path(path_type=Path), help="PLAIN users: name=password lines.")
+@click.option(
+    "--authorizer/--no-authorizer",
+    "authorizer",
+    default=None,
+    help="Enforce ACLs (Kafka's StandardAuthorizer; authorizer.class.name in a config file).",
+)
+@click.option("--super-users", help="Principals allowed everything: User:admin;User:ops.")
 @click.option("--fsync", type=click.Choice(["always", "interval", "never"]), help="Durability policy.")
 @click.option("--fsync-interval-ms", type=int)
 @click.option("--num-partitions", type=int, help="Partitions of auto-created topics.")
@@ -33,6 +51,11 @@ from logbroker.config import ConfigError, load_settings
 def serve(config_file: Path | None, **flags: object) -> None:
     """Run the embedded broker until SIGTERM or Ctrl-C."""
     notes: list[str] = []
+    authorizer = flags.pop("authorizer")
+    if authorizer is not None:
+        from logbroker.config import STANDARD_AUTHORIZER
+
+        flags["authorizer_class_name"] = STANDARD_AUTHORIZER if authorizer else ""
     try:
         settings = load_settings(config_file, notes=notes, **flags)
     except ConfigError as exc:
@@ -49,7 +72,7 @@ def serve(config_file: Path | None, **flags: object) -> None:
         broker = Broker(settings)
         try:
             await broker.start()
-        except (OSError, RuntimeError) as exc:
+        except (OSError, RuntimeError, ValueError) as exc:
             click.echo(f"logbroker: cannot start: {exc}", err=True)
             sys.exit(1)
         stop = asyncio.Event()

@@ -5,7 +5,18 @@ package that imports the codec (kafka-python); other layers use `api(key)` for m
 """
 
 from .apis import Api, ApiKey, ApiSpec, UnknownApi, api
-from .connection import Request, ServerConnection
+from .connection import RawFrame, Request, ServerConnection
 from .errors import ErrorCode, ProtocolError
 
-__all__ = ["Api", "ApiKey", "ApiSpec", "ErrorCode", "ProtocolError", "Request", "ServerConnection", "UnknownApi", "api"]
+__all__ = [
+    "Api",
+    "ApiKey",
+    "ApiSpec",
+    "ErrorCode",
+    "ProtocolError",
+    "RawFrame",
+    "Request",
+    "ServerConnection",
+    "UnknownApi",
+    "api",
+]

@@ -20,7 +20,13 @@ from . import kip848
 __all__ = ["Api", "ApiKey", "ApiSpec", "UnknownApi", "api"]
 
 # kafka-python modules whose ApiMessage classes make up the catalogue (plus our own kip848 messages).
-_MODULES = ("kafka.protocol.admin", "kafka.protocol.consumer", "kafka.protocol.metadata", "kafka.protocol.producer")
+_MODULES = (
+    "kafka.protocol.admin",
+    "kafka.protocol.consumer",
+    "kafka.protocol.metadata",
+    "kafka.protocol.producer",
+    "kafka.protocol.sasl",
+)
 
 
 class UnknownApi(LookupError):

@@ -63,6 +63,13 @@ class Request:
         return self.header.api_version
 
 
+@dataclass(frozen=True, slots=True)
+class RawFrame:
+    """A frame that is not a request: a SASL token of the v0 exchange (after SaslHandshake v0)."""
+
+    data: bytes
+
+
 class ServerConnection:
     """Frame decoder and codec for one client connection, serving the APIs and versions in `apis`.
 
@@ -85,6 +92,7 @@ class ServerConnection:
         self._big: mmap.mmap | None = None  # a large frame being received in place
         self._big_filled = 0
         self._done: deque[mmap.mmap] = deque()  # large frames complete, ahead of the staging buffer
+        self.raw_frames = 0  # frames to hand over unparsed (SASL tokens after a v0 SaslHandshake)
 
     # ------------------------------------------------------------------ bytes in
 
@@ -132,13 +140,26 @@ class ServerConnection:
 
     # ------------------------------------------------------------------ requests out
 
-    def next_event(self) -> Request | None:
+    def next_event(self) -> Request | RawFrame | None:
+        """The next request; after `expect_raw()`, the next frame's bytes as they are (a SASL v0 token)."""
         frame = self._next_frame()
         if frame is None:
             return NEED_DATA
+        if self.raw_frames:
+            self.raw_frames -= 1
+            return RawFrame(bytes(frame))
         req = parse_request(memoryview(frame), self.apis)
         req.size = len(frame)
         return req
+
+    def expect_raw(self, frames: int = 1) -> None:
+        """The next `frames` frames are not Kafka requests but raw tokens (KIP-43's v0 SASL exchange)."""
+        self.raw_frames = frames
+
+    @staticmethod
+    def encode_raw(token: bytes) -> memoryview:
+        """A raw SASL token answer: its length, then its bytes (no correlation id)."""
+        return memoryview(_I32.pack(len(token)) + token)
 
     def _next_frame(self) -> bytearray | mmap.mmap | None:
         if self._done:
