@@ -206,15 +206,20 @@ def test_unknown_keys_are_named_in_one_error(tmp_path: Path) -> None:
     ("text", "expected"),
     [
         ("log.dirs=/a,/b\n", "log.dirs: logbroker keeps its data in exactly one directory, got 2: /a, /b"),
-        ("listeners=SSL://:9093\n", "listeners: listener SSL uses SSL; logbroker serves PLAINTEXT only"),
-        ("listeners=PLAINTEXT://:9092,INTERNAL://:9094\nlistener.security.protocol.map=PLAINTEXT:PLAINTEXT,"
-         "INTERNAL:PLAINTEXT\n", "listeners: logbroker serves one listener for now, got 2: PLAINTEXT, INTERNAL"),
+        ("listeners=SSL://:9093\n", "listener SSL uses SSL but no ssl_keystore_location is set"),
+        ("listeners=PLAINTEXT://:9092,INTERNAL://:9092\nlistener.security.protocol.map=PLAINTEXT:PLAINTEXT,"
+         "INTERNAL:PLAINTEXT\n", "listeners: two listeners on one port"),
+        ("listeners=SASL_PLAINTEXT://:9092\nsasl.enabled.mechanisms=GSSAPI\n",
+         "sasl_enabled_mechanisms: GSSAPI is not supported"),
+        ("listeners=SSL://:9093\nssl.keystore.location=/k.jks\nssl.keystore.type=JKS\n",
+         "ssl_keystore_type: only PEM is supported"),
         ("listeners=CLIENTS://:9092\n", "listener CLIENTS has no security protocol in listener.security.protocol.map"),
         ("listeners=PLAINTEXT://:9092\nadvertised.listeners=OTHER://h:1\nlistener.security.protocol.map="
          "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT\n", "advertised.listeners names listener OTHER"),
         ("node.id=1\nbroker.id=2\n", "broker.id (2) and node.id (1) must be equal"),
-        ("authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n",
-         "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer cannot be honoured"),
+        ("authorizer.class.name=kafka.security.authorizer.AclAuthorizer\n",
+         "authorizer_class_name: only org.apache.kafka.metadata.authorizer.StandardAuthorizer (ACLs) is available"),
+        ("super.users=admin\n", "super_users: expected principalType:principalName, got 'admin'"),
         ("compression.type=gzip\n", "compression.type=gzip cannot be honoured"),
         ("num.partitions=three\n", "invalid value 'three' for num.partitions: Not a number of type INT"),
         ("num.partitions=3000000000\n", "invalid value '3000000000' for num.partitions: Not a number of type INT"),
@@ -234,13 +239,13 @@ def test_values_logbroker_cannot_take_are_refused_naming_the_key(tmp_path: Path,
 
 
 def test_ignored_keys_warn_once_and_change_nothing(tmp_path: Path) -> None:
-    text = "num.io.threads=64\nssl.keystore.location=/x\nlistener.name.internal.ssl.key.password=p\n" \
+    text = "num.io.threads=64\nssl.cipher.suites=x\nlistener.name.internal.ssl.key.password=p\n" \
            "zookeeper.connect=zk:2181\ncompression.type=producer\nmin.insync.replicas=2\n"  # fmt: skip
     s, notes = load(tmp_path, text)
     assert s == load_settings(None)  # as if the file were empty
     [note] = notes
-    assert note.endswith("no meaning on one logbroker node: num.io.threads, ssl.keystore.location, "
-                         "listener.name.internal.ssl.key.password, zookeeper.connect, min.insync.replicas")  # fmt: skip
+    assert note.endswith("no meaning on one logbroker node: num.io.threads, ssl.cipher.suites, zookeeper.connect, "
+                         "min.insync.replicas, listener.name.internal.ssl.key.password")  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------ syntax and names

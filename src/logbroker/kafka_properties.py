@@ -133,9 +133,29 @@ KAFKA_NAMES: Mapping[str, tuple[str, Callable[[str], Any]]] = {
     "transaction.max.timeout.ms": ("transaction_max_timeout_ms", _int),
     "transactional.id.expiration.ms": ("transactional_id_expiration_ms", _int),
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (
-        "transaction_abort_timed_out_transaction_cleanup_interval_ms", _int),
+        "transaction_abort_timed_out_transaction_cleanup_interval_ms",
+        _int,
+    ),
     "transaction.remove.expired.transaction.cleanup.interval.ms": (
-        "transaction_remove_expired_transaction_cleanup_interval_ms", _int),
+        "transaction_remove_expired_transaction_cleanup_interval_ms",
+        _int,
+    ),
+    # Security (TLS stores in PEM only; SASL PLAIN/SCRAM; the standard authorizer).
+    "ssl.keystore.location": ("ssl_keystore_location", _string),
+    "ssl.keystore.type": ("ssl_keystore_type", _string),
+    "ssl.key.password": ("ssl_key_password", _string),
+    "ssl.truststore.location": ("ssl_truststore_location", _string),
+    "ssl.truststore.type": ("ssl_truststore_type", _string),
+    "ssl.client.auth": ("ssl_client_auth", _string),
+    "ssl.principal.mapping.rules": ("ssl_principal_mapping_rules", _string),
+    "ssl.enabled.protocols": ("ssl_enabled_protocols", _list),
+    "sasl.enabled.mechanisms": ("sasl_enabled_mechanisms", _list),
+    "sasl.server.max.receive.size": ("sasl_server_max_receive_size", _int),
+    "connections.max.reauth.ms": ("connections_max_reauth_ms", _long),
+    "connection.failed.authentication.delay.ms": ("connection_failed_authentication_delay_ms", _int),
+    "authorizer.class.name": ("authorizer_class_name", _string),
+    "super.users": ("super_users", _string),
+    "allow.everyone.if.no.acl.found": ("allow_everyone_if_no_acl_found", _bool),
 }
 
 # Handled by the rules in `load_properties`.
@@ -148,7 +168,6 @@ _RULED = {
 # Kafka names whose value logbroker can only take at Kafka's default: anything else would be a promise broken
 # silently (no ACLs enforced, no policy run, no recompression, no broker-wide LogAppendTime).
 REFUSED_UNLESS_DEFAULT: Mapping[str, tuple[str, str]] = {
-    "authorizer.class.name": ("", "logbroker has no authorizer: every client may do everything"),
     "create.topic.policy.class.name": ("", "Java policy classes cannot run in logbroker"),
     "alter.config.policy.class.name": ("", "Java policy classes cannot run in logbroker"),
     "compression.type": ("producer", "logbroker stores batches as producers compressed them"),
@@ -185,9 +204,8 @@ _IGNORED_NAMES = {
     "offsets.commit.timeout.ms", "offsets.load.buffer.size", "compression.gzip.level", "compression.lz4.level",
     "compression.zstd.level",
     # Security of listeners logbroker does not open, quotas, metrics and plugins it does not load.
-    "principal.builder.class", "connections.max.reauth.ms", "connection.failed.authentication.delay.ms",
-    "security.providers", "client.quota.callback.class", "metric.reporters", "telemetry.max.bytes",
-    "config.providers",
+    "principal.builder.class", "security.providers", "client.quota.callback.class", "metric.reporters",
+    "telemetry.max.bytes", "config.providers",
     # Transactions: the coordinator's retries towards other brokers (there are none).
     "add.partitions.to.txn.retry.backoff.ms", "add.partitions.to.txn.retry.backoff.max.ms",
     # Names of older Kafka versions (ZooKeeper mode, message formats) an operator's file may still carry.
@@ -232,7 +250,7 @@ def load_properties(text: str, source: str, setting_names: frozenset[str]) -> Lo
             return None
 
     for key, raw in props.items():
-        if key in _RULED:
+        if key in _RULED or _LISTENER_PREFIXED.match(key):
             continue
         if key in KAFKA_NAMES:
             setting, parse = KAFKA_NAMES[key]
@@ -258,6 +276,7 @@ def load_properties(text: str, source: str, setting_names: frozenset[str]) -> Lo
     _retention(props, put, parsed, problems)
     _roll(props, put, parsed, problems)
     _listeners(props, put, problems, out.ignored)
+    _listener_overrides(props, put, problems, out.ignored)
 
     if unknown:
         problems.insert(0, f"unknown properties (not Kafka broker configs logbroker knows, nor logbroker.<setting>): "
@@ -333,8 +352,9 @@ def _roll(props: Mapping[str, str], put: Callable[..., None], parsed: Callable[.
 
 
 def _listeners(props: Mapping[str, str], put: Callable[..., None], problems: list[str], ignored: list[str]) -> None:
-    """One PLAINTEXT listener for clients; controller listeners (`controller.listener.names`) mean nothing on
-    one node and are dropped with a warning."""
+    """Client listeners; controller listeners (`controller.listener.names`) mean nothing on one node and are
+    dropped with a warning. One PLAINTEXT listener becomes `listen` (as before listeners had protocols);
+    anything else becomes `listeners` with the protocol map and advertised addresses."""
     controllers = {n.strip().upper() for n in props.get("controller.listener.names", "").split(",") if n.strip()}
     if "controller.listener.names" in props:
         ignored.append("controller.listener.names")
@@ -347,11 +367,11 @@ def _listeners(props: Mapping[str, str], put: Callable[..., None], problems: lis
                 problems.append(f"listener.security.protocol.map: {item!r} is not LISTENER_NAME:SECURITY_PROTOCOL")
                 return
             protocols[name.strip().upper()] = proto.strip().upper()
-    chosen: str | None = None
-    for key, setting in (("listeners", "listen"), ("advertised.listeners", "advertised_listener")):
+    found: dict[str, list[tuple[str, str, int, str]]] = {}
+    for key in ("listeners", "advertised.listeners"):
         if key not in props:
             continue
-        parsed: list[tuple[str, str, int]] = []
+        parsed: list[tuple[str, str, int, str]] = []
         for item in filter(None, (p.strip() for p in props[key].split(","))):
             m = _LISTENER.match(item)
             if m is None:
@@ -361,32 +381,105 @@ def _listeners(props: Mapping[str, str], put: Callable[..., None], problems: lis
             if name in controllers:
                 ignored.append(f"{key} {item} (controller listener)")
                 continue
-            parsed.append((name, host, port))
-        if not parsed:
+            if not 0 <= port <= 65535:
+                problems.append(f"{key}: port {port} is out of range")
+                return
+            proto = protocols.get(name)
+            if proto is None:
+                problems.append(f"{key}: listener {name} has no security protocol in listener.security.protocol.map")
+                return
+            if proto not in _DEFAULT_PROTOCOLS:
+                problems.append(f"{key}: listener {name} has an unknown security protocol {proto}")
+                return
+            parsed.append((name, host, port, proto))
+        if not parsed and key == "listeners":
+            problems.append(f"{key}: no listener for clients (only controller listeners)")
+            return
+        found[key] = parsed
+    bound = found.get("listeners", [])
+    advertised = found.get("advertised.listeners", [])
+    names = {n for n, _, _, _ in bound}
+    for name, _, _, _ in advertised:
+        if bound and name not in names:
+            problems.append(f"advertised.listeners names listener {name}, which listeners does not have")
+            return
+    single = (
+        len(bound) <= 1
+        and len(advertised) <= 1
+        and all(n == "PLAINTEXT" and p == "PLAINTEXT" for n, _, _, p in bound + advertised)
+    )
+    if single:
+        for key, setting, entries in (
+            ("listeners", "listen", bound),
+            ("advertised.listeners", "advertised_listener", advertised),
+        ):
+            if not entries:
+                continue
+            _, host, port, _ = entries[0]
             if key == "listeners":
-                problems.append(f"{key}: no listener for clients (only controller listeners)")
+                bind = host or "0.0.0.0"  # Kafka: an empty host binds every interface
+                put(setting, f"[{bind}]:{port}" if ":" in bind else f"{bind}:{port}", key)
+            elif host:  # an empty advertised host: Kafka advertises the machine's name; logbroker its own default
+                put(setting, f"[{host}]:{port}" if ":" in host else f"{host}:{port}", key)
+        return
+
+    def url(name: str, host: str, port: int) -> str:
+        return f"{name}://[{host}]:{port}" if ":" in host else f"{name}://{host}:{port}"
+
+    if bound:
+        put("listeners", ",".join(url(n, h, p) for n, h, p, _ in bound), "listeners")
+    if advertised:
+        put("advertised_listeners", ",".join(url(n, h, p) for n, h, p, _ in advertised if h), "advertised.listeners")
+    if "listener.security.protocol.map" in props:
+        used = {n for n, _, _, _ in bound + advertised}
+        put(
+            "listener_security_protocol_map",
+            ",".join(f"{n}:{p}" for n, p in protocols.items() if n in used or n not in controllers),
+            "listener.security.protocol.map",
+        )
+
+
+# Broker security properties with a per-listener form (`listener.name.<listener>.<property>`).
+_LISTENER_KEYS: Mapping[str, tuple[str, Callable[[str], Any]]] = {
+    "ssl.keystore.location": ("ssl_keystore_location", _string),
+    "ssl.keystore.type": ("ssl_keystore_type", _string),
+    "ssl.key.password": ("ssl_key_password", _string),
+    "ssl.truststore.location": ("ssl_truststore_location", _string),
+    "ssl.truststore.type": ("ssl_truststore_type", _string),
+    "ssl.client.auth": ("ssl_client_auth", _string),
+    "ssl.principal.mapping.rules": ("ssl_principal_mapping_rules", _string),
+    "ssl.enabled.protocols": ("ssl_enabled_protocols", _list),
+    "sasl.enabled.mechanisms": ("sasl_enabled_mechanisms", _list),
+    "connections.max.reauth.ms": ("connections_max_reauth_ms", _long),
+    "plain.sasl.jaas.config": ("sasl_plain_jaas_config", _string),
+}
+_LISTENER_PREFIXED = re.compile(r"^listener\.name\.([^.]+)\.(.+)$")
+
+
+def _listener_overrides(
+    props: Mapping[str, str], put: Callable[..., None], problems: list[str], ignored: list[str]
+) -> None:
+    """`listener.name.<listener>.<property>` for the security properties logbroker honours per listener (the
+    PLAIN users of a listener's JAAS config included); other per-listener properties, and those of listeners
+    the file does not open (controllers'), are ignored as Kafka leaves them unused."""
+    overrides: dict[str, dict[str, Any]] = {}
+    declared = {
+        m[1].lower()
+        for item in props.get("listeners", "PLAINTEXT://:9092").split(",")
+        if (m := _LISTENER.match(item.strip()))
+    }
+    for key, raw in props.items():
+        m = _LISTENER_PREFIXED.match(key)
+        if m is None:
             continue
-        if len(parsed) > 1:
-            names = ", ".join(n for n, _, _ in parsed)
-            problems.append(f"{key}: logbroker serves one listener for now, got {len(parsed)}: {names}")
-            return
-        name, host, port = parsed[0]
-        proto = protocols.get(name)
-        if proto is None:
-            problems.append(f"{key}: listener {name} has no security protocol in listener.security.protocol.map")
-            return
-        if proto != "PLAINTEXT":
-            problems.append(f"{key}: listener {name} uses {proto}; logbroker serves PLAINTEXT only for now")
-            return
-        if chosen is not None and name != chosen:
-            problems.append(f"advertised.listeners names listener {name}, which listeners does not have ({chosen})")
-            return
-        chosen = name
-        if not 0 <= port <= 65535:
-            problems.append(f"{key}: port {port} is out of range")
-            return
-        if key == "listeners":
-            bind = host or "0.0.0.0"  # Kafka: an empty host binds every interface
-            put(setting, f"[{bind}]:{port}" if ":" in bind else f"{bind}:{port}", key)
-        elif host:  # an empty advertised host: Kafka advertises the machine's name; logbroker its own default
-            put(setting, f"[{host}]:{port}" if ":" in host else f"{host}:{port}", key)
+        listener, prop = m[1].lower(), m[2]
+        if prop in _LISTENER_KEYS and listener in declared:
+            setting, parse = _LISTENER_KEYS[prop]
+            try:
+                overrides.setdefault(listener, {})[setting] = parse(raw)
+            except ValueError as exc:
+                problems.append(f"invalid value {raw!r} for {key}: {exc}")
+        else:
+            ignored.append(key)
+    if overrides:
+        put("listener_configs", overrides, "listener.name.*")

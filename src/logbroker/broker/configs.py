@@ -101,6 +101,24 @@ def _catalogue() -> dict[str, BrokerConfig]:
         BrokerConfig("log.dir", T.STRING, "/tmp/kafka-logs"),
         BrokerConfig("listeners", T.STRING, "PLAINTEXT://:9092", "listen"),
         BrokerConfig("advertised.listeners", T.STRING, None, "advertised_listener"),
+        BrokerConfig("listener.security.protocol.map", T.STRING,
+                     "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
+                     "listener_security_protocol_map"),
+        BrokerConfig("ssl.keystore.location", T.STRING, None, "ssl_keystore_location"),
+        BrokerConfig("ssl.keystore.type", T.STRING, "JKS", "ssl_keystore_type"),
+        BrokerConfig("ssl.truststore.location", T.STRING, None, "ssl_truststore_location"),
+        BrokerConfig("ssl.truststore.type", T.STRING, "JKS", "ssl_truststore_type"),
+        BrokerConfig("ssl.client.auth", T.STRING, "none", "ssl_client_auth"),
+        BrokerConfig("ssl.principal.mapping.rules", T.STRING, "DEFAULT", "ssl_principal_mapping_rules"),
+        BrokerConfig("ssl.enabled.protocols", T.LIST, "TLSv1.2,TLSv1.3", "ssl_enabled_protocols"),
+        BrokerConfig("sasl.enabled.mechanisms", T.LIST, "GSSAPI", "sasl_enabled_mechanisms"),
+        BrokerConfig("sasl.server.max.receive.size", T.INT, "524288", "sasl_server_max_receive_size"),
+        BrokerConfig("connections.max.reauth.ms", T.LONG, "0", "connections_max_reauth_ms"),
+        BrokerConfig("connection.failed.authentication.delay.ms", T.INT, "100",
+                     "connection_failed_authentication_delay_ms"),
+        BrokerConfig("authorizer.class.name", T.STRING, "", "authorizer_class_name"),
+        BrokerConfig("super.users", T.STRING, None, "super_users"),
+        BrokerConfig("allow.everyone.if.no.acl.found", T.BOOLEAN, "false", "allow_everyone_if_no_acl_found"),
         BrokerConfig("num.partitions", T.INT, "1", "num_partitions"),
         BrokerConfig("auto.create.topics.enable", T.BOOLEAN, "true", "auto_create_topics"),
         BrokerConfig("delete.topic.enable", T.BOOLEAN, "true", "delete_topic_enable"),
@@ -193,6 +211,12 @@ class BrokerConfigs:
         spec = BROKER_CONFIGS.get(name)
         if spec is None or spec.setting is None:
             return None
+        if name in ("listeners", "advertised.listeners"):
+            # Kafka's form, whether the listeners came from `listeners` or from `listen`.
+            found = self.static.listener_list()
+            if name == "listeners":
+                return ",".join(lst.url() for lst in found)
+            return ",".join(f"{lst.name}://{lst.advertised_host}:{lst.advertised_port}" for lst in found)
         value = getattr(self.static, spec.setting)
         if value is None:
             return None
