@@ -2,13 +2,18 @@
 
 Each face keeps its own option names (``mq.kafka.sasl``, oslo's ``ssl_cafile``, ``streams.security_protocol``)
 and maps them onto `KafkaSettings`; `librdkafka_config` is then the only code that knows librdkafka's
-property names, so the faces cannot disagree on what a setting means.
+property names, so the faces cannot disagree on what a setting means. Kafka's client properties (a
+``--command-config`` file: ``sasl.jaas.config``, PEM trust/key stores) come in through `from_properties`, and
+`java_client_properties` writes the same settings back in the Java client's names (Spark's connector).
 """
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Literal, get_args
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
@@ -44,6 +49,7 @@ class KafkaSettings:
     ssl_key_password: str | None = field(default=None, repr=False)
     client_id: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    ssl_check_hostname: bool = True  # Kafka's ssl.endpoint.identification.algorithm=https (its default)
 
     def __post_init__(self) -> None:
         if not self.bootstrap_servers:
@@ -80,6 +86,8 @@ def librdkafka_config(settings: KafkaSettings, **overrides: Any) -> dict[str, An
                             ("ssl.key.location", s.ssl_key), ("ssl.key.password", s.ssl_key_password)):  # fmt: skip
             if value:
                 conf[name] = str(value)
+        if not s.ssl_check_hostname:  # librdkafka checks the host name by default (https, as Kafka)
+            conf["ssl.endpoint.identification.algorithm"] = "none"
     conf.update(s.extra)
     conf.update(overrides)
     return conf
@@ -88,3 +96,194 @@ def librdkafka_config(settings: KafkaSettings, **overrides: Any) -> dict[str, An
 def as_config(target: KafkaSettings | Mapping[str, Any]) -> dict[str, Any]:
     """Accept settings or a ready librdkafka dict (the layer's functions take either)."""
     return librdkafka_config(target) if isinstance(target, KafkaSettings) else dict(target)
+
+
+# ------------------------------------------------------------------------ Kafka's client properties
+
+
+class SecurityConfigError(ValueError):
+    """Client properties that cannot be used; the message names the property."""
+
+
+_JAAS_MODULES = {
+    "org.apache.kafka.common.security.plain.PlainLoginModule": "PLAIN",
+    "org.apache.kafka.common.security.scram.ScramLoginModule": "SCRAM",
+}
+_JAAS_ENTRY = re.compile(r"\s*([\w.$]+)\s+(required|requisite|sufficient|optional)\b(.*?);?\s*$", re.S)
+_JAAS_OPTION = re.compile(r'\s*([\w.\-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))', re.S)
+# Java-only settings with no librdkafka counterpart that change nothing for a PEM set-up: accepted, not passed on.
+_JAVA_ONLY = frozenset({
+    "ssl.truststore.type", "ssl.keystore.type", "ssl.protocol", "ssl.enabled.protocols", "ssl.keymanager.algorithm",
+    "ssl.trustmanager.algorithm", "ssl.secure.random.implementation", "ssl.provider", "ssl.engine.factory.class",
+    "sasl.login.class", "sasl.client.callback.handler.class", "sasl.login.callback.handler.class",
+    "sasl.login.refresh.window.factor", "sasl.login.refresh.window.jitter", "sasl.login.refresh.min.period.seconds",
+    "sasl.login.refresh.buffer.seconds", "request.timeout.ms", "default.api.timeout.ms", "retry.backoff.max.ms",
+})  # fmt: skip
+
+
+def read_properties(path: str | os.PathLike[str]) -> dict[str, str]:
+    """A Java properties file (`key=value`, `key: value`, comments, escapes, continued lines), as Kafka's
+    ``--command-config`` reads it. UTF-8, with Java's ISO-8859-1 as the fallback."""
+    import javaproperties
+
+    raw = Path(path).read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("latin-1")
+    return dict(javaproperties.loads(text))
+
+
+def parse_jaas(text: str, key: str = "sasl.jaas.config") -> tuple[str, dict[str, str]]:
+    """Kafka's one-entry JAAS text (`Module required name="value" ...;`) -> (mechanism family, options).
+
+    The family is PLAIN or SCRAM (the module says which); quoted values take Java's backslash escapes."""
+    m = _JAAS_ENTRY.fullmatch(text.strip())
+    if m is None:
+        raise SecurityConfigError(f'{key}: expected \'LoginModule required username="..." password="...";\'')
+    module = m[1]
+    if module not in _JAAS_MODULES:
+        known = ", ".join(_JAAS_MODULES)
+        raise SecurityConfigError(f"{key}: login module {module} is not supported (use one of {known})")
+    rest, options = m[3], {}
+    pos = 0
+    while rest[pos:].strip():
+        om = _JAAS_OPTION.match(rest, pos)
+        if om is None:
+            raise SecurityConfigError(f"{key}: cannot read the options after {module} near {rest[pos:].strip()[:20]!r}")
+        value = om[3] if om[2] is None else re.sub(r"\\(.)", lambda e: {"n": "\n", "t": "\t"}.get(e[1], e[1]), om[2])
+        options[om[1]] = value
+        pos = om.end()
+    return _JAAS_MODULES[module], options
+
+
+def jaas_config(mechanism: str, username: str, password: str) -> str:
+    """The `sasl.jaas.config` a Java client needs for ``mechanism`` (quotes and backslashes escaped)."""
+    module = next(m for m, family in _JAAS_MODULES.items() if mechanism.startswith(family))
+
+    def q(v: str) -> str:
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    return f"{module} required username={q(username)} password={q(password)};"
+
+
+def _pem_only(props: Mapping[str, str], key: str) -> None:
+    kind = str(props.get(key, "PEM")).strip().upper()
+    if kind != "PEM":
+        raise SecurityConfigError(f"{key}: only PEM files are supported, got {props[key]!r} (convert with openssl)")
+
+
+def from_properties(props: Mapping[str, str], bootstrap_servers: str | None = None, **overrides: Any) -> KafkaSettings:
+    """Kafka client properties (Java names as in a ``--command-config`` file, or librdkafka's) -> settings.
+
+    Understood: security.protocol, sasl.mechanism(s), sasl.jaas.config (PLAIN/SCRAM login modules),
+    sasl.username/password, ssl.truststore.location (PEM) or ssl.ca.location, ssl.keystore.location (PEM:
+    key and chain in one file) or ssl.certificate.location + ssl.key.location, ssl.key.password,
+    ssl.endpoint.identification.algorithm, client.id, bootstrap.servers. Java-only settings that change
+    nothing for PEM files are accepted and dropped; any other key is passed to librdkafka as it is (which
+    names it if unknown). ``overrides`` (KafkaSettings fields, None meaning "not given") win."""
+    p = {str(k).strip(): str(v).strip() for k, v in props.items()}
+    extra: dict[str, Any] = {}
+    kw: dict[str, Any] = {}
+    for key in ("ssl.truststore.type", "ssl.keystore.type"):
+        _pem_only(p, key)
+    if "security.protocol" in p:
+        proto = p["security.protocol"].upper()
+        if proto not in SECURITY_PROTOCOLS:
+            raise SecurityConfigError(
+                f"security.protocol: must be one of {', '.join(SECURITY_PROTOCOLS)}, got {p['security.protocol']!r}"
+            )
+        kw["security_protocol"] = proto
+    mech = p.get("sasl.mechanism") or p.get("sasl.mechanisms")
+    if mech:
+        if mech.upper() not in SASL_MECHANISMS:
+            raise SecurityConfigError(f"sasl.mechanism: must be one of {', '.join(SASL_MECHANISMS)}, got {mech!r}")
+        kw["sasl_mechanism"] = mech.upper()
+    if p.get("sasl.jaas.config"):
+        family, options = parse_jaas(p["sasl.jaas.config"])
+        if mech and not mech.upper().startswith(family):
+            raise SecurityConfigError(f"sasl.jaas.config: a {family} login module does not fit sasl.mechanism={mech}")
+        if family == "SCRAM" and not mech:
+            raise SecurityConfigError("sasl.mechanism: SCRAM-SHA-256 or SCRAM-SHA-512 is needed with ScramLoginModule")
+        kw.setdefault("sasl_mechanism", "PLAIN")
+        if "username" not in options or "password" not in options:
+            raise SecurityConfigError("sasl.jaas.config: needs both username and password")
+        kw["sasl_username"], kw["sasl_password"] = options["username"], options["password"]
+    for key, name in (("sasl.username", "sasl_username"), ("sasl.password", "sasl_password")):
+        if key in p:
+            kw[name] = p[key]
+    if p.get("ssl.truststore.location"):
+        kw["ssl_ca"] = p["ssl.truststore.location"]
+    if p.get("ssl.ca.location"):
+        kw["ssl_ca"] = p["ssl.ca.location"]
+    if p.get("ssl.keystore.location"):
+        kw["ssl_cert"] = kw["ssl_key"] = p["ssl.keystore.location"]  # one PEM file: key and chain
+    for key, name in (("ssl.certificate.location", "ssl_cert"), ("ssl.key.location", "ssl_key"),
+                      ("ssl.key.password", "ssl_key_password"), ("client.id", "client_id")):  # fmt: skip
+        if p.get(key):
+            kw[name] = p[key]
+    if "ssl.endpoint.identification.algorithm" in p:
+        algo = p["ssl.endpoint.identification.algorithm"].lower()
+        if algo not in ("", "none", "https"):
+            raise SecurityConfigError(f"ssl.endpoint.identification.algorithm: must be https or empty, got {algo!r}")
+        kw["ssl_check_hostname"] = algo == "https"
+    for key in ("ssl.truststore.password", "ssl.keystore.password"):
+        if p.get(key):
+            raise SecurityConfigError(f"{key}: PEM stores have no store password (the key's is ssl.key.password)")
+    handled = {
+        "security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.jaas.config", "sasl.username", "sasl.password",
+        "ssl.truststore.location", "ssl.ca.location", "ssl.keystore.location", "ssl.certificate.location",
+        "ssl.key.location", "ssl.key.password", "client.id", "ssl.endpoint.identification.algorithm",
+        "bootstrap.servers", "ssl.truststore.password", "ssl.keystore.password",
+    }  # fmt: skip
+    for key, value in p.items():
+        if key not in handled and key not in _JAVA_ONLY:
+            extra[key] = value
+    if extra:
+        kw["extra"] = extra
+    kw.update({k: v for k, v in overrides.items() if v is not None})
+    if kw.get("security_protocol") is None:  # what the credentials and files given imply (mq's rule)
+        sasl = kw.get("sasl_username") is not None or mech is not None or "sasl_mechanism" in kw
+        ssl = any(kw.get(k) for k in ("ssl_ca", "ssl_cert")) or "ssl.truststore.type" in p
+        kw["security_protocol"] = implied_protocol(sasl, ssl)
+    servers = bootstrap_servers or p.get("bootstrap.servers")
+    if not servers:
+        raise SecurityConfigError("bootstrap.servers: not given")
+    try:
+        return KafkaSettings(servers, **kw)
+    except ValueError as exc:
+        raise SecurityConfigError(str(exc)) from None
+
+
+def with_overrides(settings: KafkaSettings, **fields: Any) -> KafkaSettings:
+    """``settings`` with the given fields replaced (None: keep), validated again."""
+    return replace(settings, **{k: v for k, v in fields.items() if v is not None})
+
+
+def java_client_properties(settings: KafkaSettings) -> dict[str, str]:
+    """The security settings in the Java client's property names (for Spark's `kafka.*` options): PEM trust
+    and key stores, a JAAS entry for PLAIN/SCRAM. A key and certificate in one file become a PEM keystore;
+    separate files are given inline (`ssl.keystore.key` / `ssl.keystore.certificate.chain`), as Java reads
+    no separate key file. Client ids and librdkafka pass-through settings are not carried over."""
+    s = settings
+    props: dict[str, str] = {"security.protocol": s.security_protocol}
+    if s.uses_sasl:
+        props["sasl.mechanism"] = s.sasl_mechanism
+        if s.sasl_username is not None:
+            props["sasl.jaas.config"] = jaas_config(s.sasl_mechanism, s.sasl_username, s.sasl_password or "")
+    if s.uses_ssl:
+        if s.ssl_ca:
+            props["ssl.truststore.type"] = "PEM"
+            props["ssl.truststore.location"] = str(s.ssl_ca)
+        if s.ssl_cert and s.ssl_key:
+            props["ssl.keystore.type"] = "PEM"
+            if os.path.abspath(s.ssl_cert) == os.path.abspath(s.ssl_key):
+                props["ssl.keystore.location"] = str(s.ssl_cert)
+            else:
+                props["ssl.keystore.certificate.chain"] = Path(s.ssl_cert).read_text()
+                props["ssl.keystore.key"] = Path(s.ssl_key).read_text()
+        if s.ssl_key_password:
+            props["ssl.key.password"] = s.ssl_key_password
+        if not s.ssl_check_hostname:
+            props["ssl.endpoint.identification.algorithm"] = ""
+    return props

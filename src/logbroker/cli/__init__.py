@@ -1,6 +1,6 @@
 """The `logbroker` command: one module per command group.
 
-`serve` (the broker), `topics`, `produce`/`consume` (`records`), `groups`, `bench` (which loads the
+`serve` (the broker), `topics`, `produce`/`consume` (`records`), `groups`, `users`, `certs`, `bench` (which loads the
 `logbroker.bench` tooling only when it runs) and, loaded on use because of their optional
 dependencies, `demo` and `pipeline` (`logbroker.spark.cli`).
 """
@@ -11,6 +11,7 @@ import click
 
 from logbroker import __version__
 from logbroker.cli import bench as _bench
+from logbroker.cli import certs as _certs
 from logbroker.cli import groups as _groups
 from logbroker.cli import records as _records
 from logbroker.cli import serve as _serve
@@ -75,6 +76,7 @@ for _command in (
     _records.consume,
     _bench.bench,
     _users.users,
+    _certs.certs,
 ):
     main.add_command(_command)
 del _command

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
-from logbroker.cli.common import BOOTSTRAP, client, fail, wide_console
+from logbroker.cli.common import BOOTSTRAP, SECURITY, client, fail, wide_console
+
+if TYPE_CHECKING:
+    from logbroker._kafka.settings import KafkaSettings
 
 
 def _group_admin(c):
@@ -22,8 +26,9 @@ def groups() -> None:
 
 @groups.command("list")
 @BOOTSTRAP
+@SECURITY
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def groups_list(bootstrap: str, as_json: bool) -> None:
+def groups_list(bootstrap: str, security: KafkaSettings | None, as_json: bool) -> None:
     """Every group of every broker, with its state and type."""
     import json
 
@@ -31,7 +36,7 @@ def groups_list(bootstrap: str, as_json: bool) -> None:
 
     from logbroker.client import BrokerError
 
-    with client(bootstrap) as c:
+    with client(bootstrap, security) as c:
         try:
             listed = _group_admin(c).list_groups()
         except (BrokerError, OSError) as exc:
@@ -48,9 +53,10 @@ def groups_list(bootstrap: str, as_json: bool) -> None:
 
 @groups.command("describe")
 @BOOTSTRAP
+@SECURITY
 @click.argument("group")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
-def groups_describe(bootstrap: str, group: str, as_json: bool) -> None:
+def groups_describe(bootstrap: str, security: KafkaSettings | None, group: str, as_json: bool) -> None:
     """State, members and their partitions, and committed offset / log end / lag per partition."""
     import json
 
@@ -59,7 +65,7 @@ def groups_describe(bootstrap: str, group: str, as_json: bool) -> None:
     from logbroker.client import BrokerError
     from logbroker.client.groups import lag_report
 
-    with client(bootstrap) as c:
+    with client(bootstrap, security) as c:
         admin = _group_admin(c)
         try:
             desc = admin.describe_group(group)
@@ -117,13 +123,14 @@ def groups_describe(bootstrap: str, group: str, as_json: bool) -> None:
 
 @groups.command("delete")
 @BOOTSTRAP
+@SECURITY
 @click.argument("group_ids", metavar="GROUP...", nargs=-1, required=True)
-def groups_delete(bootstrap: str, group_ids: tuple[str, ...]) -> None:
+def groups_delete(bootstrap: str, security: KafkaSettings | None, group_ids: tuple[str, ...]) -> None:
     """Delete groups and their committed offsets (only groups without active members)."""
     from logbroker.client import BrokerError
     from logbroker.protocol.errors import ErrorCode
 
-    with client(bootstrap) as c:
+    with client(bootstrap, security) as c:
         try:
             codes = _group_admin(c).delete_groups(group_ids)
         except (BrokerError, OSError) as exc:
@@ -178,6 +185,7 @@ def _parse_datetime_ms(text: str) -> int:
 
 @groups.command("reset-offsets")
 @BOOTSTRAP
+@SECURITY
 @click.argument("group")
 @click.option(
     "--topic",
@@ -196,6 +204,7 @@ def _parse_datetime_ms(text: str) -> int:
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 def groups_reset_offsets(
     bootstrap: str,
+    security: KafkaSettings | None,
     group: str,
     topic_specs: tuple[str, ...],
     all_topics: bool,
@@ -241,7 +250,7 @@ def groups_reset_offsets(
     strategy = ResetStrategy(kind, int(value or 0))
     topics = [_parse_topic_spec(s) for s in topic_specs]
 
-    with client(bootstrap) as c:
+    with client(bootstrap, security) as c:
         admin = _group_admin(c)
         try:
             desc = admin.describe_group(group)

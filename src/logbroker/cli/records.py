@@ -4,14 +4,19 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
-from logbroker.cli.common import BOOTSTRAP, client, fail
+from logbroker.cli.common import BOOTSTRAP, SECURITY, client, fail
+
+if TYPE_CHECKING:
+    from logbroker._kafka.settings import KafkaSettings
 
 
 @click.command()
 @BOOTSTRAP
+@SECURITY
 @click.option("-t", "--topic", required=True)
 @click.option(
     "-p",
@@ -30,6 +35,7 @@ from logbroker.cli.common import BOOTSTRAP, client, fail
 @click.argument("values", nargs=-1)
 def produce(
     bootstrap: str,
+    security: KafkaSettings | None,
     topic: str,
     partition: int | None,
     key_delimiter: str | None,
@@ -67,7 +73,7 @@ def produce(
     ack = -1 if acks == "all" else int(acks)
     codec = Compression.NAMES[compression]
     sent: dict[int, int] = {}
-    with client(bootstrap) as c:
+    with client(bootstrap, security) as c:
         pending: dict[int, list[NewRecord]] = {}
         partition_count: int | None = None
 
@@ -108,6 +114,7 @@ def produce(
 
 @click.command()
 @BOOTSTRAP
+@SECURITY
 @click.option("-t", "--topic", required=True)
 @click.option("-p", "--partition", "partitions", type=int, multiple=True, help="Partition(s); default all.")
 @click.option(
@@ -128,6 +135,7 @@ def produce(
 )
 def consume(
     bootstrap: str,
+    security: KafkaSettings | None,
     topic: str,
     partitions: tuple[int, ...],
     offset: str,
@@ -148,7 +156,7 @@ def consume(
         offset = "beginning"
     printed = 0
     committed = isolation == "read_committed"
-    with client(bootstrap) as c:
+    with client(bootstrap, security) as c:
         try:
             parts = list(partitions) or [p.partition_index for p in c.describe_topic(topic).partitions]
             positions = {}

@@ -6,9 +6,10 @@ from typing import TYPE_CHECKING
 
 import click
 
-from logbroker.cli.common import BOOTSTRAP, client, fail, wide_console
+from logbroker.cli.common import BOOTSTRAP, SECURITY, client, fail, wide_console
 
 if TYPE_CHECKING:
+    from logbroker._kafka.settings import KafkaSettings
     from logbroker.client import KafkaClient
 
 
@@ -19,11 +20,12 @@ def topics() -> None:
 
 @topics.command("list")
 @BOOTSTRAP
-def topics_list(bootstrap: str) -> None:
+@SECURITY
+def topics_list(bootstrap: str, security: KafkaSettings | None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    with client(bootstrap) as c:
+    with client(bootstrap, security) as c:
         table = Table("topic", "partitions", "topic id")
         for t in c.list_topics():
             table.add_row(t.name, str(t.partitions), t.topic_id)
@@ -32,12 +34,18 @@ def topics_list(bootstrap: str) -> None:
 
 @topics.command("create")
 @BOOTSTRAP
+@SECURITY
 @click.argument("name")
 @click.option("-p", "--partitions", default=1, show_default=True)
 @click.option("-r", "--replication-factor", default=1, show_default=True)
 @click.option("-c", "--config", "configs", multiple=True, help="KEY=VALUE topic config (repeatable).")
 def topics_create(
-    bootstrap: str, name: str, partitions: int, replication_factor: int, configs: tuple[str, ...]
+    bootstrap: str,
+    security: KafkaSettings | None,
+    name: str,
+    partitions: int,
+    replication_factor: int,
+    configs: tuple[str, ...],
 ) -> None:
     from logbroker.client import BrokerError
 
@@ -47,7 +55,7 @@ def topics_create(
         if not sep:
             raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--config")
         cfg[k] = v
-    with client(bootstrap) as c:
+    with client(bootstrap, security) as c:
         try:
             c.create_topic(name, partitions, replication_factor, cfg)
         except BrokerError as exc:
@@ -57,14 +65,15 @@ def topics_create(
 
 @topics.command("describe")
 @BOOTSTRAP
+@SECURITY
 @click.argument("name")
-def topics_describe(bootstrap: str, name: str) -> None:
+def topics_describe(bootstrap: str, security: KafkaSettings | None, name: str) -> None:
     """Partitions (offsets, records, bytes on disk) and configs of a topic."""
     from rich.table import Table
 
     from logbroker.client import BrokerError
 
-    with client(bootstrap) as c:
+    with client(bootstrap, security) as c:
         try:
             t = c.describe_topic(name)
             configs = c.describe_configs(name)
@@ -109,11 +118,12 @@ def _sizes(c: KafkaClient, name: str) -> dict[int, int]:
 
 @topics.command("delete")
 @BOOTSTRAP
+@SECURITY
 @click.argument("name")
-def topics_delete(bootstrap: str, name: str) -> None:
+def topics_delete(bootstrap: str, security: KafkaSettings | None, name: str) -> None:
     from logbroker.client import BrokerError
 
-    with client(bootstrap) as c:
+    with client(bootstrap, security) as c:
         try:
             c.delete_topic(name)
         except BrokerError as exc:

@@ -1,15 +1,21 @@
 """`Connection.do(request)` over one socket, with versions negotiated by ApiVersions; `KafkaClient`
-adds the few admin and data operations the CLI needs. Works against any Kafka-compatible broker."""
+adds the few admin and data operations the CLI needs. Works against any Kafka-compatible broker.
+
+Security follows Kafka's client: TLS first (``SSL``/``SASL_SSL``: the CA bundle, an optional client
+certificate, host name checked unless turned off), then ApiVersions, then for ``SASL_*`` SaslHandshake v1
+and SaslAuthenticate carrying the PLAIN token or the SCRAM exchange (scramp's client), as the Java client's
+SaslClientAuthenticator does. A refused login is `AuthenticationFailed` with the broker's message."""
 
 from __future__ import annotations
 
 import itertools
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from logbroker.config import parse_host_port
 from logbroker.protocol import ApiKey, ApiSpec, api
@@ -29,6 +35,11 @@ FetchRequest = api(ApiKey.Fetch).request
 ListOffsetsRequest = api(ApiKey.ListOffsets).request
 MetadataRequest = api(ApiKey.Metadata).request
 ProduceRequest = api(ApiKey.Produce).request
+SaslHandshakeRequest = api(ApiKey.SaslHandshake).request
+SaslAuthenticateRequest = api(ApiKey.SaslAuthenticate).request
+
+if TYPE_CHECKING:
+    from logbroker._kafka.settings import KafkaSettings
 
 
 class BrokerError(Exception):
@@ -43,6 +54,31 @@ class BrokerError(Exception):
         super().__init__(text)
         self.code = code
         self.name = name
+
+
+class AuthenticationFailed(BrokerError):
+    """The broker refused the SASL login (or the mechanism): its error code and message, never the password."""
+
+
+class TlsError(ConnectionError):
+    """The TLS handshake or a TLS setting failed (unknown CA, host name mismatch, no client certificate...)."""
+
+
+def tls_context(settings: KafkaSettings) -> ssl.SSLContext:
+    """The client TLS context of ``settings``: its CA bundle (else the system's), its client certificate and
+    key (one PEM file may hold both), TLS 1.2 and newer, the host name checked unless turned off."""
+    try:
+        ctx = ssl.create_default_context(cafile=settings.ssl_ca or None)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.check_hostname = settings.ssl_check_hostname
+        if settings.ssl_cert:
+            ctx.load_cert_chain(settings.ssl_cert, settings.ssl_key or None, password=settings.ssl_key_password or None)
+    except ssl.SSLError as exc:
+        what = "client certificate/key" if "PEM" in str(exc) or "KEY" in str(exc).upper() else "TLS settings"
+        raise TlsError(f"cannot load the {what}: {exc.reason or exc} (wrong ssl.key.password?)") from None
+    except OSError as exc:
+        raise TlsError(f"cannot read {exc.filename}: {exc.strerror}") from None
+    return ctx
 
 
 def check(code: int, message: str | None = None, context: str = "") -> None:
@@ -64,17 +100,70 @@ def _spec_for(request_cls: Any) -> ApiSpec:
 
 
 class Connection:
-    """One blocking connection. Not thread-safe; requests are sent and answered one at a time."""
+    """One blocking connection. Not thread-safe; requests are sent and answered one at a time.
 
-    def __init__(self, host: str, port: int, client_id: str = "logbroker", timeout: float = 30.0) -> None:
+    With ``ssl_context`` the socket is TLS; with ``sasl`` (mechanism, username, password) the connection logs
+    in right after ApiVersions."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        client_id: str = "logbroker",
+        timeout: float = 30.0,
+        ssl_context: ssl.SSLContext | None = None,
+        sasl: tuple[str, str, str] | None = None,
+        ssl_client_cert: bool = False,
+    ) -> None:
         self.host, self.port = host, port
         self.client_id = client_id
         self.timeout = timeout
+        self.ssl_context, self.sasl = ssl_context, sasl
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._ids = itertools.count(1)
         self.versions: dict[int, tuple[int, int]] = {}
-        self._negotiate()
+        try:
+            if ssl_context is not None:
+                self.sock = ssl_context.wrap_socket(self.sock, server_hostname=host)
+            self._negotiate()
+            if sasl is not None:
+                self._authenticate(*sasl)
+        except ssl.SSLError as exc:
+            self.close()
+            raise TlsError(f"TLS with {host}:{port} failed: {_tls_reason(exc, ssl_client_cert)}") from None
+        except BaseException:
+            self.close()
+            raise
+
+    def _authenticate(self, mechanism: str, username: str, password: str) -> None:
+        """SaslHandshake v1 then SaslAuthenticate: one PLAIN token, or SCRAM's two rounds (the server's final
+        message is checked, so a broker that does not know the password cannot pretend it does)."""
+        hs = self.do(SaslHandshakeRequest(mechanism=mechanism), 1)
+        if hs.error_code:
+            offered = ", ".join(hs.mechanisms or []) or "none"
+            raise AuthenticationFailed(hs.error_code, f"the broker offers {offered}", f"SASL {mechanism}")
+        v = self.version_for(SaslAuthenticateRequest)
+
+        def step(token: bytes) -> bytes:
+            resp = self.do(SaslAuthenticateRequest(auth_bytes=token), v)
+            if resp.error_code:
+                raise AuthenticationFailed(resp.error_code, resp.error_message, f"SASL {mechanism} login as {username}")
+            return bytes(resp.auth_bytes or b"")
+
+        if mechanism == "PLAIN":
+            step(b"\0" + username.encode() + b"\0" + password.encode())
+            return
+        from scramp import ScramClient, ScramException
+
+        scram = ScramClient([mechanism], username, password)
+        try:
+            scram.set_server_first(step(scram.get_client_first().encode()).decode())
+            scram.set_server_final(step(scram.get_client_final().encode()).decode())
+        except ScramException as exc:
+            raise AuthenticationFailed(
+                int(ErrorCode.SASL_AUTHENTICATION_FAILED), str(exc), f"SASL {mechanism}"
+            ) from None
 
     def _negotiate(self) -> None:
         resp = self.do(ApiVersionsRequest(client_software_name="logbroker", client_software_version="0.1"), 3)
@@ -115,7 +204,9 @@ class Connection:
         while len(buf) < n:
             chunk = self.sock.recv(min(n - len(buf), 1 << 20))
             if not chunk:
-                raise ConnectionError(f"{self.host}:{self.port} closed the connection")
+                need = "TLS" if self.sasl else "SASL" if self.ssl_context else "TLS or SASL"
+                hint = f" (does it need {need}? see --command-config)" if not (self.sasl and self.ssl_context) else ""
+                raise ConnectionError(f"{self.host}:{self.port} closed the connection{hint}")
             buf += chunk
         return bytes(buf)
 
@@ -130,6 +221,18 @@ class Connection:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _tls_reason(exc: ssl.SSLError, sent_cert: bool) -> str:
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return f"the broker's certificate was not accepted: {exc.verify_message} (ssl.truststore.location / --ssl-ca)"
+    reason = exc.reason or str(exc)
+    # Java's TLS 1.3 answers a missing certificate with bad_certificate; others with certificate_required.
+    if "CERTIFICATE_REQUIRED" in reason.upper() or (not sent_cert and "BAD_CERTIFICATE" in reason.upper()):
+        return f"the broker requires a client certificate ({reason}; ssl.keystore.location / --ssl-cert, --ssl-key)"
+    if reason in ("UNKNOWN_CA", "TLSV1_ALERT_UNKNOWN_CA", "SSLV3_ALERT_BAD_CERTIFICATE"):
+        return f"the broker refused the client certificate ({reason})"
+    return reason
 
 
 def fetch_request(
@@ -197,9 +300,23 @@ class KafkaClient:
     """Admin and data operations over a `Connection` to one broker (the embedded broker's whole cluster;
     for multi-broker clusters the CLI talks to the bootstrap broker, which suffices for admin calls)."""
 
-    def __init__(self, bootstrap: str, client_id: str = "logbroker-cli", timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        client_id: str = "logbroker-cli",
+        timeout: float = 30.0,
+        security: KafkaSettings | None = None,
+    ) -> None:
+        """``security``: TLS and SASL as `KafkaSettings` say (its bootstrap is not used; ``bootstrap`` is)."""
         host, port = parse_bootstrap(bootstrap)
-        self.conn = Connection(host, port, client_id, timeout)
+        self._ssl = tls_context(security) if security is not None and security.uses_ssl else None
+        self._ssl_cert = bool(self._ssl and security and security.ssl_cert)
+        self._sasl = None
+        if security is not None and security.uses_sasl:
+            if security.sasl_username is None:
+                raise AuthenticationFailed(int(ErrorCode.SASL_AUTHENTICATION_FAILED), "no SASL username given", "SASL")
+            self._sasl = (security.sasl_mechanism, security.sasl_username, security.sasl_password or "")
+        self.conn = self._connect(host, port, client_id, timeout)
         self._leaders: dict[tuple[str, int], Connection] = {}
         self._nodes: dict[tuple[str, int], Connection] = {}
 
@@ -216,9 +333,14 @@ class KafkaClient:
         c = self._nodes.get((host, port))
         if c is None:
             c = next((x for x in self._leaders.values() if (x.host, x.port) == (host, port)), None)
-            c = c or Connection(host, port, self.conn.client_id, self.conn.timeout)
+            c = c or self._connect(host, port, self.conn.client_id, self.conn.timeout)
             self._nodes[(host, port)] = c
         return c
+
+    def _connect(self, host: str, port: int, client_id: str, timeout: float) -> Connection:
+        return Connection(
+            host, port, client_id, timeout, ssl_context=self._ssl, sasl=self._sasl, ssl_client_cert=self._ssl_cert
+        )
 
     def __enter__(self) -> KafkaClient:
         return self
@@ -312,8 +434,10 @@ class KafkaClient:
         A = AlterScramRequest
         req = A(
             deletions=[A.ScramCredentialDeletion(name=u, mechanism=m) for u, m in deletions],
-            upsertions=[A.ScramCredentialUpsertion(name=u, mechanism=m, iterations=i, salt=s, salted_password=p)
-                        for u, m, i, s, p in upsertions],
+            upsertions=[
+                A.ScramCredentialUpsertion(name=u, mechanism=m, iterations=i, salt=s, salted_password=p)
+                for u, m, i, s, p in upsertions
+            ],
         )
         for r in self.conn.do(req).results:
             check(r.error_code, r.error_message, f"user {r.user}")
