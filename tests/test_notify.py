@@ -143,6 +143,57 @@ def kafka(certs: dict[str, Path]) -> Iterator[KafkaPeer]:
         yield peer
 
 
+class SecuredLogbroker:
+    """Our broker with the same listeners and users as the `kafka` peer: PLAINTEXT, SASL_PLAINTEXT (PLAIN users
+    from a file, SCRAM users made with the admin API) and SSL with client certificates required."""
+
+    def __init__(self, data: Path, certs: dict[str, Path]) -> None:
+        from logbroker.testing.net import free_ports
+        from logbroker.testing.process import BrokerProcess
+
+        self.ports = dict(zip(("PLAINTEXT", "SASL_PLAINTEXT", "SSL"), free_ports(3), strict=True))
+        users = data.parent / "plain-users.txt"
+        users.write_text(f"{SASL_USER}={SASL_PASSWORD}\n")
+        self.proc = BrokerProcess(data)
+        self.proc.port = self.ports["PLAINTEXT"]
+        self.proc.extra_args = [
+            "--listeners", ",".join(f"{n}://127.0.0.1:{p}" for n, p in self.ports.items()),
+            "--sasl-plain-users-file", str(users),
+            "--ssl-keystore-location", str(certs["server_keystore"]),
+            "--ssl-truststore-location", str(certs["ca"]),
+            "--ssl-client-auth", "required",
+        ]  # fmt: skip
+
+    def start(self) -> SecuredLogbroker:
+        from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+        self.proc.start()
+        admin = AdminClient({"bootstrap.servers": self.proc.bootstrap})
+        for m in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512):  # one per request, as Kafka wants
+            up = UserScramCredentialUpsertion(SASL_USER, ScramCredentialInfo(m, 4096), SASL_PASSWORD.encode())
+            for f in admin.alter_user_scram_credentials([up]).values():
+                f.result(timeout=30)
+        return self
+
+    def listener_bootstrap(self, listener: str) -> str:
+        return f"127.0.0.1:{self.ports[listener]}"
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def secured(
+    request: pytest.FixtureRequest, certs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
+    """A broker with SASL_PLAINTEXT and SSL listeners: Kafka, or logbroker configured the same way."""
+    if request.param == "kafka":
+        yield request.getfixturevalue("kafka")
+        return
+    broker = SecuredLogbroker(tmp_path_factory.mktemp("notify-secured") / "data", certs).start()
+    try:
+        yield broker
+    finally:
+        assert broker.proc.stop() == 0, broker.proc.log_tail()
+
+
 @pytest.fixture(scope="module")
 def embedded_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     yield f"embedded://{tmp_path_factory.mktemp('notify-embedded') / 'data'}"
@@ -411,11 +462,12 @@ def test_vhost_topic_naming_agrees(url: str) -> None:
         wait_for(lambda: len(ep.got) == 1)
 
 
-# ------------------------------------------------------------------------------ security (Kafka)
+# ----------------------------------------------------------------------- security (Kafka and logbroker)
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
-def test_sasl_plaintext(kafka: KafkaPeer, mechanism: str) -> None:
+def test_sasl_plaintext(secured: Any, mechanism: str) -> None:
+    kafka = secured
     url = f"kafka://{SASL_USER}:{SASL_PASSWORD}@{kafka.listener_bootstrap('SASL_PLAINTEXT')}"
     opts = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mechanism}
     topic, ep = name("sasl"), Recorder()
@@ -430,7 +482,8 @@ def test_sasl_plaintext(kafka: KafkaPeer, mechanism: str) -> None:
         Notifier(bad, "p", [topic], {**opts, "send_timeout": 3}).info({}, "e", 1)
 
 
-def test_ssl_with_client_certificate(kafka: KafkaPeer, certs: dict[str, Path]) -> None:
+def test_ssl_with_client_certificate(secured: Any, certs: dict[str, Path]) -> None:
+    kafka = secured
     url = f"kafka://{kafka.listener_bootstrap('SSL')}"
     opts = {
         "security_protocol": "SSL",

@@ -18,10 +18,19 @@ from oslo_messaging._drivers.kafka_driver import kafka_options  # noqa: E402
 from logbroker.embedded import EmbeddedBroker  # noqa: E402
 from logbroker.notify import PRIORITIES, NotifyError, stop_embedded  # noqa: E402
 from logbroker.notify.oslo_driver import _LOGBROKER_OPTS, LogbrokerDriver  # noqa: E402
-from logbroker.testing.peers import KafkaPeer  # noqa: E402
-from test_notify import KEY_PASSWORD, SASL_PASSWORD, SASL_USER, Recorder, certs, kafka, name, wait_for  # noqa: E402
+from test_notify import (  # noqa: E402
+    KEY_PASSWORD,
+    SASL_PASSWORD,
+    SASL_USER,
+    Recorder,
+    certs,
+    kafka,
+    name,
+    secured,
+    wait_for,
+)
 
-__all__ = ["certs", "kafka"]  # module-scoped fixtures shared with test_notify
+__all__ = ["certs", "kafka", "secured"]  # module-scoped fixtures shared with test_notify
 
 
 @pytest.fixture(scope="module")
@@ -206,7 +215,8 @@ def test_send_failure_raises_not_dropped() -> None:
     tr.cleanup()
 
 
-def test_sasl_and_ssl_through_oslo(kafka: KafkaPeer, certs: dict[str, Any]) -> None:
+def test_sasl_and_ssl_through_oslo(secured: Any, certs: dict[str, Any]) -> None:
+    kafka = secured
     cases = [
         (
             f"logbroker://{SASL_USER}:{SASL_PASSWORD}@{kafka.listener_bootstrap('SASL_PLAINTEXT')}",
