@@ -1,9 +1,11 @@
 """`logbroker certs`: the files it writes (PEM, modes, refusing to overwrite), Python's `ssl` verifying the
 chain and host names over a real handshake, and Apache Kafka 4.4 taking the server keystore (PEM, an
-encrypted PKCS#8 key) on SSL listeners with and without client certificates, with the CLI's client
-certificates accepted by librdkafka (`logbroker` commands, confluent-kafka) and by Kafka's own Java tools.
+encrypted PKCS#8 key) on SSL listeners with and without client certificates, and logbroker taking the same
+files; the CLI's client certificates are accepted by both through librdkafka, the `logbroker` commands and
+Kafka's own Java tools.
 
-`secured_kafka` (also used by test_client_security.py) starts the Kafka peer on certificates made here.
+`secured_broker` (also used by test_client_security.py) starts logbroker or the Kafka peer on certificates
+made here, with the same listeners and users.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import ssl
 import stat
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +24,10 @@ import pytest
 from click.testing import CliRunner
 
 from logbroker.cli import main
+from logbroker.testing.net import free_ports
 from logbroker.testing.peers import KafkaPeer
-from support import kafka_tool, missing_tool, unique
+from logbroker.testing.process import BrokerProcess
+from support import both_targets, eventually, kafka_tool, missing_tool, unique
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -43,7 +48,62 @@ def make_certs(directory: Path, *args: str) -> Path:
     return directory
 
 
-# ------------------------------------------------------------------------------------- a secured Kafka
+# ------------------------------------------------------------------------------------- secured brokers
+
+LISTENERS = {"PLAINTEXT": "PLAINTEXT", "SASL_PLAINTEXT": "SASL_PLAINTEXT", "SASL_SSL": "SASL_SSL", "SSL": "SSL",
+             "TLS": "SSL"}  # fmt: skip
+
+
+@dataclass
+class Secured:
+    """A broker with the listeners of LISTENERS: SSL wants a client certificate, TLS does not."""
+
+    target: str
+    listeners: dict[str, str]  # name -> bootstrap
+
+    def listener_bootstrap(self, name: str) -> str:
+        return self.listeners[name]
+
+
+@contextlib.contextmanager
+def secured_broker(target: str, certs: Path, work: Path, key_password: str | None = KEY_PASSWORD) -> Iterator[Secured]:
+    """logbroker or Kafka on the certificates `logbroker certs init` wrote in ``certs``, with USERS able to log
+    in with PLAIN and (the ones whose password Kafka's format tool can take) SCRAM-SHA-256/512."""
+    if target == "kafka":
+        with secured_kafka(certs, key_password) as peer:
+            yield Secured("kafka", {n: peer.listener_bootstrap(n) for n in LISTENERS if n != "PLAINTEXT"}
+                          | {"PLAINTEXT": peer.bootstrap})  # fmt: skip
+        return
+    ports = dict(zip(LISTENERS, free_ports(len(LISTENERS)), strict=True))
+    users = work / "plain-users.txt"
+    users.write_text("".join(f"{u}={p}\n" for u, p in USERS.items()))
+    config = work / "broker.toml"
+    lines = [
+        f'listeners = "{",".join(f"{n}://127.0.0.1:{p}" for n, p in ports.items())}"',
+        f'listener_security_protocol_map = "{",".join(f"{n}:{proto}" for n, proto in LISTENERS.items())}"',
+        f'ssl_keystore_location = "{certs / "server-keystore.pem"}"',
+        f'ssl_truststore_location = "{certs / "ca.crt"}"',
+        'sasl_enabled_mechanisms = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"',
+        f'sasl_plain_users_file = "{users}"',
+        "group_initial_rebalance_delay_ms = 0",
+    ]
+    if key_password:
+        lines.append(f'ssl_key_password = "{key_password}"')
+    lines += ["[listener_configs.SSL]", 'ssl_client_auth = "required"', "[listener_configs.TLS]",
+              'ssl_client_auth = "none"']  # fmt: skip
+    config.write_text("\n".join(lines) + "\n")
+    proc = BrokerProcess(work / "data", port=ports["PLAINTEXT"], extra_args=["--config", str(config)])
+    proc.start()
+    try:
+        plaintext = f"127.0.0.1:{ports['PLAINTEXT']}"
+        for user, password in USERS.items():
+            if '"' not in password:  # the same users as on Kafka
+                added = CliRunner().invoke(main, ["users", "add", user, "--password", password, "--iterations", "4096",
+                                                  "-b", plaintext])  # fmt: skip
+                assert added.exit_code == 0, added.output
+        yield Secured("logbroker", {n: f"127.0.0.1:{p}" for n, p in ports.items()})
+    finally:
+        assert proc.stop() == 0, proc.log_tail()
 
 
 @contextlib.contextmanager
@@ -222,24 +282,39 @@ def kafka_certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
                       KEY_PASSWORD)  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def kafka(kafka_certs: Path) -> Iterator[KafkaPeer]:
-    with secured_kafka(kafka_certs) as peer:
-        yield peer
+@pytest.fixture(scope="module", params=both_targets())
+def kafka(
+    request: pytest.FixtureRequest, kafka_certs: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Secured]:
+    """The broker under test (logbroker or Apache Kafka) on the CLI's certificates."""
+    with secured_broker(request.param, kafka_certs, tmp_path_factory.mktemp("secured")) as broker:
+        yield broker
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> Any:
     return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
 
 
+def create_topic(bootstrap: str, topic: str, partitions: int, *security: str) -> None:
+    """`logbroker topics create`, then wait until every partition answers (Kafka makes leaders after it
+    answers CreateTopics: a produce right away may meet NOT_LEADER_OR_FOLLOWER)."""
+    made = cli("topics", "create", topic, "-p", str(partitions), "-b", bootstrap, *security)
+    assert made.exit_code == 0, made.output
+
+    def ready() -> None:
+        described = cli("topics", "describe", topic, "-b", bootstrap, *security)
+        assert described.exit_code == 0, described.output
+
+    eventually(ready)
+
+
 def test_kafka_takes_the_cli_certificates_with_and_without_client_certificates(
-    kafka: KafkaPeer, kafka_certs: Path
+    kafka: Secured, kafka_certs: Path
 ) -> None:
     d = kafka_certs
     topic = unique("certs")
     mtls = kafka.listener_bootstrap("SSL")
-    made = cli("topics", "create", topic, "-p", "2", "-b", mtls, "--command-config", str(d / "client-alice.properties"))
-    assert made.exit_code == 0, made.output
+    create_topic(mtls, topic, 2, "--command-config", str(d / "client-alice.properties"))
     sent = cli("produce", "-t", topic, "-p", "1", "-b", mtls, "--command-config", str(d / "client-alice.properties"),
                "over-mtls")  # fmt: skip
     assert sent.exit_code == 0, sent.output
@@ -272,7 +347,7 @@ def test_kafka_takes_the_cli_certificates_with_and_without_client_certificates(
 
 
 def test_kafka_refuses_a_client_without_a_certificate_where_one_is_required(
-    kafka: KafkaPeer, kafka_certs: Path, tmp_path: Path
+    kafka: Secured, kafka_certs: Path, tmp_path: Path
 ) -> None:
     d = kafka_certs
     mtls = kafka.listener_bootstrap("SSL")

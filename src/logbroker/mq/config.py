@@ -54,6 +54,7 @@ class SslConfig(_Model):
     cert: Path | None = Field(None, description="client certificate (mutual TLS)")
     key: Path | None = Field(None, description="client private key (mutual TLS)")
     key_password: SecretStr | None = None
+    check_hostname: bool = Field(True, description="the broker's certificate must name its host (Kafka's https)")
 
     @model_validator(mode="after")
     def _pair(self) -> SslConfig:
@@ -120,6 +121,7 @@ class MQConfig(_Model):
             ssl_cert=str(ssl.cert) if ssl and ssl.cert else None,
             ssl_key=str(ssl.key) if ssl and ssl.key else None,
             ssl_key_password=ssl.key_password.get_secret_value() if ssl and ssl.key_password else None,
+            ssl_check_hostname=ssl.check_hostname if ssl else True,
             extra=backoff,
         )
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
-from logbroker._kafka import KafkaSettings
+from logbroker._kafka import KafkaSettings, implied_protocol
 from logbroker.streams.errors import StreamsConfigError
 
 
@@ -18,7 +19,17 @@ class StreamsConfig(BaseModel):
 
     bootstrap: str = Field("127.0.0.1:9092", min_length=1,
                            description="host:port[,host:port] of the brokers; default: `logbroker serve`")  # fmt: skip
-    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        "PLAINTEXT", description="left unset, what the sasl_*/ssl_* settings given imply (SASL_*, *SSL)"
+    )
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "PLAIN"
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_ca: Path | None = Field(None, description="PEM CA bundle that signed the brokers' certificates")
+    ssl_cert: Path | None = Field(None, description="PEM client certificate (mutual TLS); may hold the key too")
+    ssl_key: Path | None = Field(None, description="PEM private key of ssl_cert (default: inside ssl_cert)")
+    ssl_key_password: SecretStr | None = None
+    ssl_check_hostname: bool = Field(True, description="check the broker's certificate names its host (Kafka's https)")
     topic: str = Field(..., min_length=1, max_length=249, pattern=r"^[A-Za-z0-9._-]+$")
     consumer_group: str = Field(..., min_length=1)
     num_queues: int = Field(1, ge=1, le=10_000, description="partitions of the topic; one pulling agent each")
@@ -51,9 +62,35 @@ class StreamsConfig(BaseModel):
                 raise ValueError(f"expected host:port[,host:port...], got {part.strip()!r}")
         return value
 
+    @model_validator(mode="after")
+    def _credentials(self) -> StreamsConfig:
+        if (self.sasl_username is None) != (self.sasl_password is None):
+            raise ValueError("sasl_username and sasl_password go together")
+        if self.security_protocol.startswith("SASL") and self.sasl_username is None:
+            raise ValueError(f"security_protocol {self.security_protocol} needs sasl_username and sasl_password")
+        if self.ssl_key is not None and self.ssl_cert is None:
+            raise ValueError("ssl_key needs ssl_cert")
+        return self
+
     def kafka_settings(self) -> KafkaSettings:
-        """The shared layer's connection settings (SASL/TLS details go through ``producer``/``consumer``)."""
-        return KafkaSettings(self.bootstrap, self.security_protocol)
+        """The shared layer's connection settings. The protocol, when not named, follows from what is given
+        (credentials: SASL_*, a CA or client certificate: *SSL), as in `logbroker.mq`."""
+        protocol = self.security_protocol
+        if "security_protocol" not in self.model_fields_set:
+            protocol = implied_protocol(self.sasl_username is not None, bool(self.ssl_ca or self.ssl_cert))
+        secret = lambda v: v.get_secret_value() if v is not None else None  # noqa: E731
+        return KafkaSettings(
+            self.bootstrap,
+            protocol,
+            sasl_mechanism=self.sasl_mechanism,
+            sasl_username=self.sasl_username,
+            sasl_password=secret(self.sasl_password),
+            ssl_ca=str(self.ssl_ca) if self.ssl_ca else None,
+            ssl_cert=str(self.ssl_cert) if self.ssl_cert else None,
+            ssl_key=str(self.ssl_key or self.ssl_cert) if self.ssl_cert else None,
+            ssl_key_password=secret(self.ssl_key_password),
+            ssl_check_hostname=self.ssl_check_hostname,
+        )
 
     @classmethod
     def load(cls, data: Mapping[str, Any] | StreamsConfig | None = None, **overrides: Any) -> StreamsConfig:
