@@ -241,3 +241,52 @@ def authz_kafka_peer(
     )
     with peer:
         yield peer
+
+
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+
+
+@contextlib.contextmanager
+def authz_logbroker(
+    data_dir: Any = None, super_users: tuple[str, ...] = (), users: dict[str, str] | None = None
+) -> Iterator[Any]:
+    """A `logbroker serve` process with the StandardAuthorizer, as authz_kafka_peer's Kafka: PLAINTEXT
+    (User:ANONYMOUS) on `.bootstrap`, PLAIN `users` (default AUTHZ_USERS) on `.sasl_bootstrap`. Yields the
+    BrokerProcess (its data dir kept across stop/start, for restarts)."""
+    from logbroker.testing.net import free_ports
+    from logbroker.testing.process import BrokerProcess
+
+    plain, sasl = free_ports(2)
+    logins = " ".join(f'user_{u}="{p}"' for u, p in (AUTHZ_USERS if users is None else users).items())
+    env = {
+        "LOGBROKER_LISTENERS": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
+        "LOGBROKER_SASL_ENABLED_MECHANISMS": "PLAIN",
+        "LOGBROKER_SASL_PLAIN_JAAS_CONFIG": f"{PLAIN_LOGIN_MODULE} required {logins};",
+        "LOGBROKER_AUTHORIZER_CLASS_NAME": STANDARD_AUTHORIZER,
+        "LOGBROKER_SUPER_USERS": ";".join(super_users),
+    }
+    proc = BrokerProcess(data_dir, port=plain, env=env)
+    proc.sasl_bootstrap = f"127.0.0.1:{sasl}"  # type: ignore[attr-defined]
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def raw_connection(bootstrap: str, user: str | None = None, password: str | None = None) -> Any:
+    """A blocking logbroker.client Connection for raw requests (codes the admin clients hide); with `user`,
+    logged in with SASL PLAIN (SaslHandshake v1 + SaslAuthenticate, as a SASL_PLAINTEXT client does)."""
+    from logbroker.client.connection import Connection, parse_bootstrap
+    from logbroker.protocol import ApiKey, api
+
+    host, port = parse_bootstrap(bootstrap)
+    conn = Connection(host, port, client_id="authz-test", timeout=30)
+    if user is not None:
+        hs = conn.do(api(ApiKey.SaslHandshake).request(mechanism="PLAIN"), 1)
+        assert hs.error_code == 0, hs
+        token = f"\0{user}\0{password}".encode()
+        auth = conn.do(api(ApiKey.SaslAuthenticate).request(auth_bytes=token), 2)
+        assert auth.error_code == 0, auth
+    return conn
