@@ -2,6 +2,10 @@
 
 Errors are answered as Kafka does: INVALID_GROUP_ID (no message) for the empty id, GROUP_ID_NOT_FOUND with
 Kafka's message for an unknown or classic group, with an empty state and zero epochs.
+
+With an authorizer (Kafka 4's KafkaApis): a group needs DESCRIBE (the refused ones come first, with
+GROUP_AUTHORIZATION_FAILED), and a group whose members' assignments name a topic the principal may not
+DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED with Kafka's message and no members.
 """
 
 from __future__ import annotations
@@ -11,8 +15,10 @@ import uuid
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
 
+from ..auth.acls import AclOperation, ResourceType
 from ..context import BrokerContext, NoResponse
 from ..dispatch import handles
+from ._authz import authorized_operations
 from ._groups import fit_message
 
 API = api(ApiKey.ConsumerGroupDescribe)
@@ -44,10 +50,49 @@ def _error(gid: str, code: E, message: str | None) -> DG:
     )
 
 
+HIDDEN_TOPICS = "The group has described topic(s) that the client is not authorized to describe."
+
+
+NO_OPS = -(1 << 31)  # "not requested"
+
+
+def _bits(ops: frozenset[int]) -> int:
+    """KIP-430's bitfield: bit n set for operation code n."""
+    return sum(1 << op for op in ops)
+
+
 @handles(ApiKey.ConsumerGroupDescribe, 0, 0)
 def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
+    out = _describe(ctx, req)
+    if ctx.authorizer is not None:
+        topics = [_topics(g) for g in out]
+        allowed = ctx.authorize_names(req, AclOperation.DESCRIBE, ResourceType.TOPIC, set().union(*topics))
+        out = [g if t <= allowed else _hidden(g.group_id) for g, t in zip(out, topics, strict=True)]
+    return R(throttle_time_ms=0, groups=out)
+
+
+def _topics(g: DG) -> set[str]:
+    """The topics a described group shows: its members' current and target assignments."""
+    return {tp.topic_name for m in g.members for a in (m.assignment, m.target_assignment) for tp in a.topic_partitions}
+
+
+def _hidden(gid: str) -> DG:
+    """Kafka's answer for a group that would show topics the principal may not describe: only the id,
+    the code and the message (its state and epochs are left at their defaults)."""
+    return _error(gid, E.TOPIC_AUTHORIZATION_FAILED, HIDDEN_TOPICS)
+
+
+def _describe(ctx: BrokerContext, req: Request) -> list[DG]:
+    wanted = req.body.group_ids
     out = []
-    for gid in req.body.group_ids:
+    if ctx.authorizer is not None:
+        allowed = [ctx.authorize(req, AclOperation.DESCRIBE, ResourceType.GROUP, gid) for gid in wanted]
+        out = [
+            _error(gid, E.GROUP_AUTHORIZATION_FAILED, None) for gid, ok in zip(wanted, allowed, strict=True) if not ok
+        ]
+        wanted = [gid for gid, ok in zip(wanted, allowed, strict=True) if ok]
+    with_ops = bool(req.body.include_authorized_operations)
+    for gid in wanted:
         if not gid:
             out.append(_error(gid, E.INVALID_GROUP_ID, None))
             continue
@@ -87,6 +132,11 @@ def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
                 assignment_epoch=g.assignment_epoch,
                 assignor_name=g.assignor,
                 members=members,
+                **(
+                    {"authorized_operations": _bits(authorized_operations(ctx, req, ResourceType.GROUP, gid))}
+                    if with_ops
+                    else {}
+                ),
             )
         )
-    return R(throttle_time_ms=0, groups=out)
+    return out

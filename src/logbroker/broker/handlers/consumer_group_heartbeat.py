@@ -1,11 +1,16 @@
-"""ConsumerGroupHeartbeat (68): KIP-848 membership, subscription and server-side assignment."""
+"""ConsumerGroupHeartbeat (68): KIP-848 membership, subscription and server-side assignment.
+
+With an authorizer (as Kafka 4): READ on the group (GROUP_AUTHORIZATION_FAILED), then DESCRIBE on every topic
+named in the subscription (TOPIC_AUTHORIZATION_FAILED if any is refused); both answers carry only the code."""
 
 from __future__ import annotations
 
 import uuid
 
 from logbroker.protocol import ApiKey, Request, api
+from logbroker.protocol import ErrorCode as E
 
+from ..auth.acls import AclOperation, ResourceType
 from ..context import BrokerContext, NoResponse
 from ..dispatch import handles
 from ._groups import fit_message
@@ -17,6 +22,18 @@ A = R.Assignment
 
 @handles(ApiKey.ConsumerGroupHeartbeat, 0, 1)
 async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
+    if ctx.authorizer is not None:
+        b = req.body
+        refused = None
+        if not ctx.authorize(req, AclOperation.READ, ResourceType.GROUP, b.group_id):
+            refused = E.GROUP_AUTHORIZATION_FAILED
+        elif b.subscribed_topic_names:
+            names = set(b.subscribed_topic_names)
+            if len(ctx.authorize_names(req, AclOperation.DESCRIBE, ResourceType.TOPIC, names)) < len(names):
+                refused = E.TOPIC_AUTHORIZATION_FAILED
+        if refused is not None:
+            return R(throttle_time_ms=0, error_code=int(refused), error_message=None, member_id=None, member_epoch=0,
+                     heartbeat_interval_ms=0, assignment=None)  # fmt: skip
     res = await ctx.groups.consumer_heartbeat(req.body, req.header.client_id or "", req.client_host, req.version)
     if res.error:
         # Kafka's error answers carry only the code and message (epoch 0, no member id, no interval).

@@ -1,10 +1,13 @@
 """DeleteGroups (42): only empty groups; their committed offsets go with them. Any id is looked up, the
-empty one too (Kafka checks only for null)."""
+empty one too (Kafka checks only for null). With an authorizer a group needs DELETE: as Kafka, the refused
+ones (GROUP_AUTHORIZATION_FAILED) follow the others."""
 
 from __future__ import annotations
 
 from logbroker.protocol import ApiKey, Request, api
+from logbroker.protocol import ErrorCode as E
 
+from ..auth.acls import AclOperation, ResourceType
 from ..context import BrokerContext, NoResponse
 from ..dispatch import handles
 
@@ -14,8 +17,18 @@ R = API.response
 
 @handles(ApiKey.DeleteGroups, 0, 2)
 async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
+    names = list(dict.fromkeys(req.body.groups_names))  # Kafka answers an id named twice once
+    refused = []
+    if ctx.authorizer is not None:
+        allowed = ctx.authorize_names(req, AclOperation.DELETE, ResourceType.GROUP, names)
+        refused = [
+            R.DeletableGroupResult(group_id=gid, error_code=int(E.GROUP_AUTHORIZATION_FAILED))
+            for gid in names
+            if gid not in allowed
+        ]
+        names = [gid for gid in names if gid in allowed]
     results = []
-    for gid in req.body.groups_names:
+    for gid in names:
         err = await ctx.groups.delete_group(gid)
         results.append(R.DeletableGroupResult(group_id=gid, error_code=int(err)))
-    return R(throttle_time_ms=0, results=results)
+    return R(throttle_time_ms=0, results=results + refused)

@@ -2,6 +2,10 @@
 
 Any id is looked up (Kafka checks only for null, so the empty one too). An unknown group, or a KIP-848 group,
 is reported as Kafka does: Dead with no error before v6, GROUP_ID_NOT_FOUND with a message from v6.
+
+With an authorizer a group needs DESCRIBE: the refused ones come first, GROUP_AUTHORIZATION_FAILED and
+otherwise empty, then the others in request order (Kafka's KafkaApis). v3+ can ask for the operations the
+principal holds on each group found (KIP-430).
 """
 
 from __future__ import annotations
@@ -9,8 +13,10 @@ from __future__ import annotations
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
 
+from ..auth.acls import AclOperation, ResourceType
 from ..context import BrokerContext, NoResponse
 from ..dispatch import handles
+from ._authz import authorized_operations
 from ._groups import fit_message
 
 API = api(ApiKey.DescribeGroups)
@@ -18,7 +24,7 @@ R = API.response
 DG = R.DescribedGroup
 
 
-def _missing(gid: str, version: int, message: str) -> DG:
+def _missing(gid: str, version: int, message: str, ops: frozenset[int] | None) -> DG:
     err, msg = (int(E.GROUP_ID_NOT_FOUND), message) if version >= 6 else (0, None)
     err, msg = fit_message(err, msg)
     return DG(
@@ -29,20 +35,28 @@ def _missing(gid: str, version: int, message: str) -> DG:
         protocol_type="",
         protocol_data="",
         members=[],
-        authorized_operations=None,
+        authorized_operations=ops if err == 0 else None,  # Kafka adds them to every answer without an error
     )
 
 
 @handles(ApiKey.DescribeGroups, 0, 6)
 def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
+    refused = []
+    wanted = req.body.groups
+    if ctx.authorizer is not None:
+        allowed = [ctx.authorize(req, AclOperation.DESCRIBE, ResourceType.GROUP, gid) for gid in wanted]
+        refused = [_denied(gid) for gid, ok in zip(wanted, allowed, strict=True) if not ok]
+        wanted = [gid for gid, ok in zip(wanted, allowed, strict=True) if ok]
+    with_ops = req.version >= 3 and req.body.include_authorized_operations
     out = []
-    for gid in req.body.groups:
+    for gid in wanted:
         g = ctx.groups.group(gid)
+        ops = authorized_operations(ctx, req, ResourceType.GROUP, gid) if with_ops else None
         if g is None:
-            out.append(_missing(gid, req.version, f"Group {gid} not found."))
+            out.append(_missing(gid, req.version, f"Group {gid} not found.", ops))
             continue
         if g.group_type != "classic":
-            out.append(_missing(gid, req.version, f"Group {gid} is not a classic group."))
+            out.append(_missing(gid, req.version, f"Group {gid} is not a classic group.", ops))
             continue
         members = [
             DG.DescribedGroupMember(
@@ -63,7 +77,12 @@ def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
                 protocol_type=g.protocol_type or "",
                 protocol_data=g.protocol or "",
                 members=members,
-                authorized_operations=None,
+                authorized_operations=ops,
             )
         )
-    return R(throttle_time_ms=0, groups=out)
+    return R(throttle_time_ms=0, groups=refused + out)
+
+
+def _denied(gid: str) -> DG:
+    return DG(error_code=int(E.GROUP_AUTHORIZATION_FAILED), error_message=None, group_id=gid, group_state="",
+              protocol_type="", protocol_data="", members=[], authorized_operations=None)  # fmt: skip

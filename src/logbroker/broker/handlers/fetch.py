@@ -4,7 +4,11 @@ send full fetch requests, which KIP-227 allows).
 
 read_committed (isolation level 1) reads stop at the last stable offset, and the answer lists the aborted
 transactions overlapping what it returns: the consumer drops those producers' records up to each abort
-marker. read_uncommitted gets everything, aborted records included, as from Kafka."""
+marker. read_uncommitted gets everything, aborted records included, as from Kafka.
+
+With an authorizer a consumer needs READ on each topic (TOPIC_AUTHORIZATION_FAILED per partition otherwise);
+a fetch with a replica id is a follower's, which Kafka answers only with CLUSTER_ACTION on the cluster (every
+partition TOPIC_AUTHORIZATION_FAILED without it)."""
 
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from logbroker.protocol import ErrorCode as E
 from logbroker.protocol.records import last_offset_of
 from logbroker.storage.log import OffsetOutOfRange
 
+from ..auth.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..context import BrokerContext
 from ..dispatch import handles
 
@@ -32,9 +37,10 @@ AT = PD.AbortedTransaction
 async def handle(ctx: BrokerContext, req: Request) -> R:
     body = req.body
     deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000
+    denied = None if ctx.authorizer is None else _denied(ctx, req)
     while True:
         lent: list[bytearray] = []
-        resp, total, keys = _collect(ctx, body, req.version, lent)
+        resp, total, keys = _collect(ctx, body, req.version, lent, denied)
         remaining = deadline - time.monotonic()
         if total >= max(body.min_bytes, 1) or remaining <= 0 or not keys or ctx.stopping:
             req.response_size_hint = total + 64 * len(keys)  # one response buffer, never regrown
@@ -46,8 +52,16 @@ async def handle(ctx: BrokerContext, req: Request) -> R:
         await ctx.wait_for_data(keys, remaining)
 
 
+def _denied(ctx: BrokerContext, req: Request) -> frozenset[str] | bool:
+    """The topics this fetch may not read, or True when it may read none (Kafka's handleFetchRequest)."""
+    if req.body.replica_id >= 0:
+        return not ctx.authorize(req, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+    names = {t.topic for t in req.body.topics}
+    return frozenset(names - ctx.authorize_names(req, AclOperation.READ, ResourceType.TOPIC, names))
+
+
 def _collect(
-    ctx: BrokerContext, body: Any, version: int, lent: list[bytearray]
+    ctx: BrokerContext, body: Any, version: int, lent: list[bytearray], denied: frozenset[str] | bool | None = None
 ) -> tuple[R, int, list[tuple[str, int]]]:
     # Kafka caps every answer at the broker's fetch.max.bytes (still returning a first batch whole).
     limit = min(body.max_bytes if version >= 3 and body.max_bytes > 0 else 0x7FFFFFFF, ctx.settings.fetch_max_bytes)
@@ -56,6 +70,11 @@ def _collect(
     topics = []
     committed = version >= 4 and body.isolation_level == 1
     for t in body.topics:
+        if denied and (denied is True or t.topic in denied):
+            topics.append(
+                TR(topic=t.topic, partitions=[_pd(p.partition, E.TOPIC_AUTHORIZATION_FAILED) for p in t.partitions])
+            )
+            continue
         parts = []
         for p in t.partitions:
             plog = ctx.get_log(t.topic, p.partition)

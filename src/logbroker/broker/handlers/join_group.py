@@ -1,10 +1,14 @@
-"""JoinGroup (11): waits until the rebalance completes; v4+ requires a known member id (KIP-394)."""
+"""JoinGroup (11): waits until the rebalance completes; v4+ requires a known member id (KIP-394).
+
+With an authorizer, joining needs READ on the group; Kafka refuses before the coordinator sees the request."""
 
 from __future__ import annotations
 
 from logbroker.broker.groups import JoinRequest
 from logbroker.protocol import ApiKey, Request, api
+from logbroker.protocol import ErrorCode as E
 
+from ..auth.acls import AclOperation, ResourceType
 from ..context import BrokerContext, NoResponse
 from ..dispatch import handles
 
@@ -16,6 +20,11 @@ R = API.response
 async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     b = req.body
     v = req.version
+    if not ctx.authorize(req, AclOperation.READ, ResourceType.GROUP, b.group_id):
+        # Kafka's JoinGroupRequest.getErrorResponse: no generation, member, leader or members.
+        return R(throttle_time_ms=0, error_code=int(E.GROUP_AUTHORIZATION_FAILED), generation_id=-1,
+                 protocol_type=None, protocol_name=None if v >= 7 else "", leader="", skip_assignment=False,
+                 member_id="", members=[])  # fmt: skip
     res = await ctx.groups.join(
         JoinRequest(
             group_id=b.group_id,

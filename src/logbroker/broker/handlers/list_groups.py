@@ -1,11 +1,14 @@
-"""ListGroups (16): every group with its state (v4 filters by state, v5 by type)."""
+"""ListGroups (16): every group with its state (v4 filters by state, v5 by type). With an authorizer,
+as Kafka: DESCRIBE on the cluster lists every group, otherwise only the groups the principal may DESCRIBE."""
 
 from __future__ import annotations
 
 from logbroker.protocol import ApiKey, Request, api
 
+from ..auth.acls import AclOperation, ResourceType
 from ..context import BrokerContext
 from ..dispatch import handles
+from ._authz import cluster_allows
 
 API = api(ApiKey.ListGroups)
 R = API.response
@@ -16,8 +19,11 @@ def handle(ctx: BrokerContext, req: Request) -> R:
     b = req.body
     states = {s.lower() for s in b.states_filter} if req.version >= 4 and b.states_filter else None
     types = {t.lower() for t in b.types_filter} if req.version >= 5 and b.types_filter else None
+    every = ctx.authorizer is None or cluster_allows(ctx, req, AclOperation.DESCRIBE)
     out = []
     for g in ctx.groups.all_groups():
+        if not every and not ctx.authorize(req, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id):
+            continue
         gtype = g.group_type
         if states is not None and g.state_name.lower() not in states:
             continue

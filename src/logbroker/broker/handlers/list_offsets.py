@@ -1,5 +1,8 @@
 """ListOffsets (2): earliest (-2), latest (-1; the last stable offset under read_committed), max timestamp (-3,
-v7+), earliest local (-4, v8+), by timestamp."""
+v7+), earliest local (-4, v8+), by timestamp.
+
+With an authorizer, a topic the principal may not DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED for each
+of its partitions, after the others (Kafka appends them to the answer)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
 from logbroker.storage import PartitionLog
 
+from ..auth.acls import AclOperation, ResourceType
 from ..context import BrokerContext
 from ..dispatch import handles
 from ._partitions import by_partition
@@ -70,10 +74,21 @@ def handle(ctx: BrokerContext, req: Request) -> R:
             partition_index=p.partition_index, error_code=0, timestamp=stamp, offset=offset, leader_epoch=leader_epoch
         )
 
+    forbidden: list[Any] = []
+    asked_topics = body.topics
+    if ctx.authorizer is not None:
+        names = {t.name for t in body.topics}
+        allowed = ctx.authorize_names(req, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+        asked_topics = [t for t in body.topics if t.name in allowed]
+        forbidden = [
+            TR(name=t.name, partitions=[error(p, E.TOPIC_AUTHORIZATION_FAILED) for p in t.partitions])
+            for t in body.topics
+            if t.name not in allowed
+        ]
     # As Kafka: one entry per topic (topics named twice are merged, those with no partitions dropped) and
     # a partition asked for twice is one INVALID_REQUEST instead of an answer.
     merged: dict[str, list[Any]] = {}
-    for t in body.topics:
+    for t in asked_topics:
         if t.partitions:
             merged.setdefault(t.name, []).extend(t.partitions)
     topics = []
@@ -87,4 +102,4 @@ def handle(ctx: BrokerContext, req: Request) -> R:
         [(_, rows)] = by_partition(ctx, [SimpleNamespace(name=name, partitions=asked)], answer, error)
         rows += refused + [error(p, E.INVALID_REQUEST) for p in twice.values()]
         topics.append(TR(name=name, partitions=rows))
-    return R(throttle_time_ms=0, topics=topics)
+    return R(throttle_time_ms=0, topics=topics + forbidden)

@@ -1,5 +1,10 @@
 """Metadata (3): this broker leads every partition and is the controller (admin clients send
-CreateTopics/DeleteTopics to the controller)."""
+CreateTopics/DeleteTopics to the controller).
+
+With an authorizer, as Kafka: a topic the principal may not DESCRIBE is left out of an all-topics answer
+and answered TOPIC_AUTHORIZATION_FAILED when named (without saying whether it exists); auto-creating a
+named topic needs CREATE on the cluster or on that topic.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +13,10 @@ import uuid
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
 
+from ..auth.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..context import BrokerContext
 from ..dispatch import handles
+from ._authz import KAFKA_INTERNAL_TOPICS, authorized_operations, cluster_allows
 
 API = api(ApiKey.Metadata)
 R = API.response
@@ -17,11 +24,41 @@ T = R.MetadataResponseTopic
 P = T.MetadataResponsePartition
 ZERO_UUID = uuid.UUID(int=0)
 NO_OPS = None  # INT32_MIN on the wire: "not requested"
-# With no authorizer Kafka grants everything a resource type supports (AclOperation codes):
-# topics READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS; the cluster CREATE,
-# ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE.
-TOPIC_OPERATIONS = frozenset({3, 4, 5, 6, 7, 8, 10, 11})
-CLUSTER_OPERATIONS = frozenset({5, 7, 8, 9, 10, 11, 12})
+
+
+def _refused(error: E, name: str | None, topic_id: uuid.UUID, ops: frozenset[int] | None, internal: bool = False) -> T:
+    return T(error_code=error, name=name, topic_id=topic_id, is_internal=internal, partitions=[],
+             authorized_operations=ops)  # fmt: skip
+
+
+def _authorize(
+    ctx: BrokerContext, req: Request, names: list[str], requested: bool, auto: bool
+) -> tuple[list[str], list[T]]:
+    """The topics to describe, and the refusals that follow them (Kafka's handleTopicMetadataRequest):
+    first those the principal may describe but not auto-create, then (when named) those it may not
+    describe. A topic named by id is refused by its id, which Kafka does not treat as secret."""
+    allowed = ctx.authorize_names(req, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+    uncreatable: list[str] = []
+    missing = [n for n in names if n in allowed and ctx.topic(n) is None]
+    creating = requested and auto and ctx.settings.auto_create_topics and missing
+    if creating and not cluster_allows(ctx, req, AclOperation.CREATE):
+        creatable = ctx.authorize_names(req, AclOperation.CREATE, ResourceType.TOPIC, missing)
+        uncreatable = [n for n in missing if n not in creatable]
+    refused = [
+        _refused(E.TOPIC_AUTHORIZATION_FAILED, n, ZERO_UUID, NO_OPS, n in KAFKA_INTERNAL_TOPICS) for n in uncreatable
+    ]
+    if requested:
+        by_id = req.version >= 12 and any(t.topic_id not in (None, ZERO_UUID) for t in req.body.topics)
+        for n in names:
+            if n in allowed:
+                continue
+            meta = ctx.topic(n) if by_id else None
+            if meta is not None:
+                refused.append(_refused(E.TOPIC_AUTHORIZATION_FAILED, None, uuid.UUID(meta.topic_id), NO_OPS))
+            else:
+                refused.append(_refused(E.TOPIC_AUTHORIZATION_FAILED, n, ZERO_UUID, NO_OPS))
+    skip = set(uncreatable)
+    return [n for n in names if n in allowed and n not in skip], refused
 
 
 @handles(ApiKey.Metadata, 0, 12)
@@ -50,8 +87,6 @@ def handle(ctx: BrokerContext, req: Request) -> R:
             ],
             authorized_operations=NO_OPS,
         )
-    topic_ops = TOPIC_OPERATIONS if v >= 8 and body.include_topic_authorized_operations else NO_OPS
-    cluster_ops = CLUSTER_OPERATIONS if 8 <= v <= 10 and body.include_cluster_authorized_operations else NO_OPS
     if body.topics is None or (v == 0 and not body.topics):
         names = [m.name for m in ctx.topics(include_internal=False)]
         requested = False
@@ -68,21 +103,19 @@ def handle(ctx: BrokerContext, req: Request) -> R:
             elif t.name is not None:
                 names.append(t.name)
         requested = True
-    topics = []
-    for name in dict.fromkeys(names):  # a topic asked for twice is answered once, as in Kafka
+    names = list(dict.fromkeys(names))  # a topic asked for twice is answered once, as in Kafka
+    # Kafka's order: topics looked up by an unknown id, the described ones, then those refused.
+    topics = [_refused(E.UNKNOWN_TOPIC_ID, None, tid, NO_OPS) for tid in dict.fromkeys(unknown_ids)]
+    refused: list[T] = []
+    if ctx.authorizer is not None:
+        names, refused = _authorize(ctx, req, names, requested, auto)
+    with_ops = v >= 8 and body.include_topic_authorized_operations
+    for name in names:
         err = ctx.ensure_topic(name, auto) if requested else E.NONE
         meta = ctx.topic(name)
+        ops = authorized_operations(ctx, req, ResourceType.TOPIC, name) if with_ops else NO_OPS
         if meta is None:
-            topics.append(
-                T(
-                    error_code=err or E.UNKNOWN_TOPIC_OR_PARTITION,
-                    name=name,
-                    topic_id=ZERO_UUID,
-                    is_internal=False,
-                    partitions=[],
-                    authorized_operations=topic_ops,
-                )
-            )
+            topics.append(_refused(err or E.UNKNOWN_TOPIC_OR_PARTITION, name, ZERO_UUID, ops))
             continue
         parts = [
             P(
@@ -103,20 +136,15 @@ def handle(ctx: BrokerContext, req: Request) -> R:
                 topic_id=uuid.UUID(meta.topic_id),
                 is_internal=meta.internal,
                 partitions=parts,
-                authorized_operations=topic_ops,
+                authorized_operations=ops,
             )
         )
-    for tid in dict.fromkeys(unknown_ids):
-        topics.append(
-            T(
-                error_code=E.UNKNOWN_TOPIC_ID,
-                name=None,
-                topic_id=tid,
-                is_internal=False,
-                partitions=[],
-                authorized_operations=topic_ops,
-            )
-        )
+    topics += refused
+    cluster_ops = NO_OPS
+    if 8 <= v <= 10 and body.include_cluster_authorized_operations:
+        # Kafka answers 0 (not "not requested") to a principal that may not describe the cluster.
+        described = cluster_allows(ctx, req, AclOperation.DESCRIBE)
+        cluster_ops = authorized_operations(ctx, req, ResourceType.CLUSTER, CLUSTER_NAME) if described else frozenset()
     return R(
         throttle_time_ms=0,
         brokers=[

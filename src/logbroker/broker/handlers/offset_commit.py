@@ -2,16 +2,22 @@
 
 As in Kafka, any group id is accepted (the empty one too), a commit from outside a generation creates a
 "simple" group, and v2-4's `retention_time_ms` gives the offsets an explicit expiry.
+
+With an authorizer (Kafka's KafkaApis order): without READ on the group every partition is answered
+GROUP_AUTHORIZATION_FAILED and nothing is looked at; then a topic without READ is TOPIC_AUTHORIZATION_FAILED
+for each of its partitions. The group sees only what remains (nothing at all when nothing remains).
 """
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from logbroker.broker.groups import Committed
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
 
+from ..auth.acls import AclOperation, ResourceType
 from ..context import BrokerContext, NoResponse
 from ..dispatch import handles
 
@@ -25,6 +31,18 @@ PR = TR.OffsetCommitResponsePartition
 async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     b = req.body
     v = req.version
+    readable: set[str] | None = None
+    if ctx.authorizer is not None:
+        if not ctx.authorize(req, AclOperation.READ, ResourceType.GROUP, b.group_id):
+            return _refused(b, E.GROUP_AUTHORIZATION_FAILED)
+        readable = ctx.authorize_names(req, AclOperation.READ, ResourceType.TOPIC, (t.name for t in b.topics))
+        if not any(
+            t.name in readable and ctx.get_log(t.name, p.partition_index) is not None
+            for t in b.topics
+            for p in t.partitions
+        ):
+            # Kafka answers without the coordinator when no partition is both readable and known.
+            return _refused(b, E.TOPIC_AUTHORIZATION_FAILED, readable)
     coord = ctx.groups
     group_err = coord.check_commit(
         b.group_id,
@@ -42,7 +60,9 @@ async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
         parts = []
         for p in t.partitions:
             # Unknown partitions are answered before the group is looked at (Kafka's KafkaApis does so).
-            if ctx.get_log(t.name, p.partition_index) is None:
+            if readable is not None and t.name not in readable:
+                err = E.TOPIC_AUTHORIZATION_FAILED
+            elif ctx.get_log(t.name, p.partition_index) is None:
                 err = E.UNKNOWN_TOPIC_OR_PARTITION
             elif group_err != E.NONE:
                 err = group_err
@@ -66,4 +86,19 @@ async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
                 for pr in tr.partitions:
                     if pr.error_code == 0:
                         pr.error_code = int(E.KAFKA_STORAGE_ERROR)
+    return R(throttle_time_ms=0, topics=topics)
+
+
+def _refused(b: Any, error: E, readable: set[str] | None = None) -> R:
+    """Every partition answered `error`; with `readable`, only the unreadable topics get it and the others
+    UNKNOWN_TOPIC_OR_PARTITION (the answer Kafka gives without asking the group)."""
+    topics = []
+    for t in b.topics:
+        code = error if readable is None or t.name not in readable else E.UNKNOWN_TOPIC_OR_PARTITION
+        topics.append(
+            TR(
+                name=t.name,
+                partitions=[PR(partition_index=p.partition_index, error_code=int(code)) for p in t.partitions],
+            )
+        )
     return R(throttle_time_ms=0, topics=topics)

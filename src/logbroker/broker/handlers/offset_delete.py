@@ -1,10 +1,15 @@
-"""OffsetDelete (47): drop committed offsets of partitions the group no longer consumes."""
+"""OffsetDelete (47): drop committed offsets of partitions the group no longer consumes.
+
+With an authorizer (as Kafka): DELETE on the group, else a top-level GROUP_AUTHORIZATION_FAILED; then a
+topic without READ is answered TOPIC_AUTHORIZATION_FAILED per partition and kept from the group."""
 
 from __future__ import annotations
 
 from logbroker.broker.groups import GroupError
 from logbroker.protocol import ApiKey, Request, api
+from logbroker.protocol import ErrorCode as E
 
+from ..auth.acls import AclOperation, ResourceType
 from ..context import BrokerContext, NoResponse
 from ..dispatch import handles
 
@@ -16,12 +21,26 @@ TR = R.OffsetDeleteResponseTopic
 @handles(ApiKey.OffsetDelete, 0, 0)
 async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     b = req.body
-    wanted = [(t.name, p.partition_index) for t in b.topics for p in t.partitions]
+    denied: dict[tuple[str, int], E] = {}
+    readable = None
+    if ctx.authorizer is not None:
+        if not ctx.authorize(req, AclOperation.DELETE, ResourceType.GROUP, b.group_id):
+            return R(error_code=int(E.GROUP_AUTHORIZATION_FAILED), throttle_time_ms=0, topics=[])
+        readable = ctx.authorize_names(req, AclOperation.READ, ResourceType.TOPIC, (t.name for t in b.topics))
+        denied = {
+            (t.name, p.partition_index): E.TOPIC_AUTHORIZATION_FAILED
+            for t in b.topics
+            if t.name not in readable
+            for p in t.partitions
+        }
+    wanted = [
+        (t.name, p.partition_index) for t in b.topics if readable is None or t.name in readable for p in t.partitions
+    ]
     try:
         result = await ctx.groups.delete_offsets(b.group_id, wanted)
     except GroupError as exc:
         return R(error_code=int(exc.code), throttle_time_ms=0, topics=[])
     topics: dict[str, list] = {}
-    for (t, p), err in result.items():
+    for (t, p), err in (denied | result).items():
         topics.setdefault(t, []).append(TR.OffsetDeleteResponsePartition(partition_index=p, error_code=int(err)))
     return R(error_code=0, throttle_time_ms=0, topics=[TR(name=t, partitions=ps) for t, ps in topics.items()])

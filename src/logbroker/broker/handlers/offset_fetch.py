@@ -4,6 +4,10 @@ With `require_stable` (v7+, set by read_committed consumers) a partition whose g
 pending answers UNSTABLE_OFFSET_COMMIT with offset -1, per partition in every version (Kafka's
 OffsetMetadataManager.fetchOffsets/fetchAllOffsets): the consumer retries rather than start from the offset
 the transaction is about to replace. A fetch of all partitions lists only committed ones, as in Kafka.
+
+With an authorizer (Kafka's KafkaApis): a group needs DESCRIBE (else GROUP_AUTHORIZATION_FAILED for the
+group, with no topics); a named topic without DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED per partition
+after the others, and a fetch of all partitions silently leaves such topics out.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Any
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
 
+from ..auth.acls import AclOperation, ResourceType
 from ..context import BrokerContext, NoResponse
 from ..dispatch import handles
 
@@ -43,6 +48,23 @@ def _lookup(ctx: BrokerContext, group_id: str, topics: Any, require_stable: bool
     return list(by_topic.items())
 
 
+def _group(ctx: BrokerContext, req: Request, group_id: str, topics: Any, stable: bool) -> tuple[int, list]:
+    """The group's error code and its topics' rows, as the principal may see them."""
+    if ctx.authorizer is None:
+        return 0, _lookup(ctx, group_id, topics, stable)
+    if not ctx.authorize(req, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return int(E.GROUP_AUTHORIZATION_FAILED), []
+    if topics is None:
+        rows = _lookup(ctx, group_id, None, stable)
+        allowed = ctx.authorize_names(req, AclOperation.DESCRIBE, ResourceType.TOPIC, (name for name, _ in rows))
+        return 0, [(name, r) for name, r in rows if name in allowed]
+    allowed = ctx.authorize_names(req, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in topics))
+    rows = _lookup(ctx, group_id, [t for t in topics if t.name in allowed], stable)
+    denied = int(E.TOPIC_AUTHORIZATION_FAILED)
+    rows += [(t.name, [(p, -1, -1, "", denied) for p in t.partition_indexes]) for t in topics if t.name not in allowed]
+    return 0, rows
+
+
 @handles(ApiKey.OffsetFetch, 0, 9, rejected_below=1)
 def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     b = req.body
@@ -52,6 +74,7 @@ def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
         for g in b.groups:
             G = R.OffsetFetchResponseGroup
             T = G.OffsetFetchResponseTopics
+            group_err, found = _group(ctx, req, g.group_id, g.topics, stable)
             topics = [
                 T(
                     name=name,
@@ -62,11 +85,12 @@ def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
                         for p, o, e, m, err in rows
                     ],
                 )
-                for name, rows in _lookup(ctx, g.group_id, g.topics, stable)
+                for name, rows in found
             ]
-            groups.append(G(group_id=g.group_id, topics=topics, error_code=0))
+            groups.append(G(group_id=g.group_id, topics=topics, error_code=group_err))
         return R(throttle_time_ms=0, groups=groups)
     T = R.OffsetFetchResponseTopic
+    group_err, found = _group(ctx, req, b.group_id, b.topics, stable)
     topics = [
         T(
             name=name,
@@ -77,6 +101,6 @@ def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
                 for p, o, e, m, err in rows
             ],
         )
-        for name, rows in _lookup(ctx, b.group_id, b.topics, stable)
+        for name, rows in found
     ]
-    return R(throttle_time_ms=0, topics=topics, error_code=0)
+    return R(throttle_time_ms=0, topics=topics, error_code=group_err)

@@ -1,5 +1,8 @@
 """OffsetForLeaderEpoch (23): the single leader epoch 0 ends at the log end offset; older epochs end where
-the log starts, newer ones are unknown, as Kafka's leader-epoch cache answers."""
+the log starts, newer ones are unknown, as Kafka's leader-epoch cache answers.
+
+With an authorizer: CLUSTER_ACTION on the cluster (a follower's right) answers every topic; otherwise a
+topic needs DESCRIBE, and those refused are answered TOPIC_AUTHORIZATION_FAILED after the others (KIP-320)."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
 from logbroker.storage import PartitionLog
 
+from ..auth.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..context import BrokerContext
 from ..dispatch import handles
 from ._partitions import by_partition
@@ -48,5 +52,17 @@ def handle(ctx: BrokerContext, req: Request) -> R:
     def error(p: Any, code: E) -> Any:
         return EO(error_code=code, partition=p.partition, leader_epoch=-1, end_offset=-1)
 
-    rows = by_partition(ctx, req.body.topics, answer, error, topic_field="topic", partition_field="partition")
-    return R(throttle_time_ms=0, topics=[TR(topic=name, partitions=parts) for name, parts in rows])
+    topics = req.body.topics
+    refused: list[Any] = []
+    if ctx.authorizer is not None and not ctx.authorize(
+        req, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME
+    ):
+        allowed = ctx.authorize_names(req, AclOperation.DESCRIBE, ResourceType.TOPIC, {t.topic for t in topics})
+        refused = [
+            TR(topic=t.topic, partitions=[error(p, E.TOPIC_AUTHORIZATION_FAILED) for p in t.partitions])
+            for t in topics
+            if t.topic not in allowed
+        ]
+        topics = [t for t in topics if t.topic in allowed]
+    rows = by_partition(ctx, topics, answer, error, topic_field="topic", partition_field="partition")
+    return R(throttle_time_ms=0, topics=[TR(topic=name, partitions=parts) for name, parts in rows] + refused)

@@ -29,6 +29,7 @@ from logbroker.protocol.validate import (
 )
 from logbroker.storage.producers import SequenceError
 
+from ..auth.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..context import NO_RESPONSE, NO_RESPONSE_CLOSE, BrokerContext
 from ..dispatch import handles
 
@@ -104,10 +105,23 @@ async def handle(ctx: BrokerContext, req: Request) -> Any:
         return _refuse_request(
             req, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional records need a transactional id"
         )
+    writable: set[str] | None = None  # None: no authorizer, every topic may be written
+    if ctx.authorizer is not None:
+        if transactional and not ctx.authorize(
+            req, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id
+        ):
+            return _refuse_request(req, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
+        writable = ctx.authorize_names(req, AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in body.topic_data))
     acks = body.acks
     if acks not in (-1, 0, 1):
         log.info("refused produce from client %r: acks=%d is not -1, 0 or 1", req.header.client_id, acks)
-        return _error_response(body, E.INVALID_REQUIRED_ACKS, f"acks={acks} is not -1, 0 or 1")
+        refused = _error_response(body, E.INVALID_REQUIRED_ACKS, f"acks={acks} is not -1, 0 or 1")
+        for tr in refused.responses:
+            if writable is not None and tr.name not in writable:  # Kafka refuses these before the acks
+                tr.partition_responses = [
+                    _part(pr.index, E.TOPIC_AUTHORIZATION_FAILED) for pr in tr.partition_responses
+                ]
+        return refused
 
     # Stage 2: topics, partitions and one magic-2 batch each; nothing is written yet.
     responses = []
@@ -116,7 +130,14 @@ async def handle(ctx: BrokerContext, req: Request) -> Any:
     ] = []  # (slots, slot, topic, index, log, records, size)
     failed = False
     for t in body.topic_data:
-        err = ctx.ensure_topic(t.name)
+        if writable is not None and t.name not in writable:
+            # Kafka: TOPIC_AUTHORIZATION_FAILED for each partition, before looking the topic up.
+            log.info("refused produce to %s: TOPIC_AUTHORIZATION_FAILED for %s", t.name, req.principal)
+            responses.append(TR(name=t.name, partition_responses=[
+                _part(p.index, E.TOPIC_AUTHORIZATION_FAILED) for p in t.partition_data]))  # fmt: skip
+            failed = True
+            continue
+        err = ctx.ensure_topic(t.name, writable is None or _may_create(ctx, req, t.name))
         if err == E.INVALID_TOPIC_EXCEPTION:
             err = E.UNKNOWN_TOPIC_OR_PARTITION  # Kafka looks the name up; an invalid one is simply not there
         parts: list[Any] = []
@@ -178,6 +199,15 @@ async def handle(ctx: BrokerContext, req: Request) -> Any:
                         pr.error_code = E.KAFKA_STORAGE_ERROR
                         pr.error_message = f"fsync failed: {exc}"
     return R(throttle_time_ms=0, responses=responses)
+
+
+def _may_create(ctx: BrokerContext, req: Request, topic: str) -> bool:
+    """This broker auto-creates a topic on produce; with an authorizer only for a principal that could
+    create it (CREATE on the cluster or the topic, as a Metadata auto-creation needs)."""
+    if ctx.topic(topic) is not None:
+        return True
+    cluster = ctx.authorize(req, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+    return cluster or ctx.authorize(req, AclOperation.CREATE, ResourceType.TOPIC, topic)
 
 
 def _append(
