@@ -44,7 +44,7 @@ def parse_ip_overrides(value: str) -> dict[str, int]:
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)  # Kafka's default map
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 _LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[0-9A-Fa-f:.%]*\]|[0-9A-Za-z\-._]*):(-?[0-9]+)$")
 # Settings a listener may override (Kafka's `listener.name.<listener>.<config>`).
@@ -150,7 +150,9 @@ class BrokerSettings(BaseSettings):
     ssl_principal_mapping_rules: str = Field("DEFAULT", description="certificate subject -> user name rules")
     ssl_enabled_protocols: str = Field("TLSv1.2,TLSv1.3", description="TLS versions offered (1.2 and newer)")
     sasl_enabled_mechanisms: str = Field(
-        ",".join(SASL_MECHANISMS), description="SASL mechanisms offered: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"
+        "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        description="SASL mechanisms offered: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (unsecured tokens: "
+        "development only)",
     )
     sasl_plain_users_file: Path | None = Field(
         None, description='PLAIN users: `name=password` lines, or a JAAS PlainLoginModule entry with user_NAME="pw"'

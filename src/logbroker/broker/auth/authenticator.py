@@ -180,7 +180,8 @@ class SaslSession:
                 session_lifetime_ms=0,
             )
             return Outcome(response=response, failure=exc)
-        out.response = AUTHENTICATE(error_code=0, error_message=None, auth_bytes=answer, session_lifetime_ms=lifetime)
+        # Kafka leaves the message at its default, "" (not null), when authentication goes on or succeeds.
+        out.response = AUTHENTICATE(error_code=0, error_message="", auth_bytes=answer, session_lifetime_ms=lifetime)
         return out
 
     def _complete(self, out: Outcome) -> int:
@@ -196,9 +197,16 @@ class SaslSession:
         self.principal = principal
         self._reauth_from = None
         self.stage = Stage.COMPLETE
-        self.expires_at = self._clock() + self.reauth_ms / 1000 if self.reauth_ms > 0 else None
+        # The session lasts connections.max.reauth.ms, or less when the credential expires sooner (an
+        # OAUTHBEARER token's exp), as Kafka computes it; 0 means no expiry.
+        lifetime = self.reauth_ms
+        token_expiry = getattr(self.mechanism, "expires_at_ms", None)
+        if token_expiry is not None:
+            left = max(int(token_expiry - time.time() * 1000), 0)
+            lifetime = min(left, lifetime) if lifetime > 0 else left
+        self.expires_at = self._clock() + lifetime / 1000 if lifetime > 0 or token_expiry is not None else None
         out.authenticated = True
-        return self.reauth_ms
+        return lifetime
 
     def _fail_silently(self, detail: str) -> Outcome:
         self.stage = Stage.FAILED

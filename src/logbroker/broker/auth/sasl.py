@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from scramp import ScramException, ScramMechanism
 
 SCRAM_MECHANISMS = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
-MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
+MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS, "OAUTHBEARER")
 # Kafka's ScramMechanism bounds for both hashes; AlterUserScramCredentials refuses counts outside them.
 MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384
 
@@ -213,4 +213,8 @@ def new_mechanism(
         return PlainServer(plain_check)
     if name in SCRAM_MECHANISMS:
         return ScramServer(name, scram_lookup)
+    if name == "OAUTHBEARER":
+        from .oauthbearer import OAuthBearerServer
+
+        return OAuthBearerServer()
     raise ValueError(f"unsupported SASL mechanism {name}")
