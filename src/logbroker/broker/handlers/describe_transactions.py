@@ -1,9 +1,14 @@
-"""DescribeTransactions (65, KIP-664): each transactional id's state, producer, timeout and partitions."""
+"""DescribeTransactions (65, KIP-664): each transactional id's state, producer, timeout and partitions.
+
+With an authorizer (as Kafka): an id without DESCRIBE is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+and a described transaction lists only the topics the principal may DESCRIBE."""
 
 from __future__ import annotations
 
 from logbroker.protocol import ApiKey, Request, api
+from logbroker.protocol import ErrorCode as E
 
+from ..auth.acls import AclOperation, ResourceType
 from ..context import BrokerContext
 from ..dispatch import handles
 
@@ -17,7 +22,10 @@ TD = TS.TopicData
 def handle(ctx: BrokerContext, req: Request) -> R:
     out = []
     for tid in req.body.transactional_ids:
-        err, meta = ctx.txns.describe(tid)
+        if ctx.authorize(req, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid):
+            err, meta = ctx.txns.describe(tid)
+        else:
+            err, meta = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
         if meta is None:
             out.append(
                 TS(
@@ -35,6 +43,9 @@ def handle(ctx: BrokerContext, req: Request) -> R:
         topics: dict[str, list[int]] = {}
         for t, p in sorted(meta.partitions):
             topics.setdefault(t, []).append(p)
+        if ctx.authorizer is not None:
+            shown = ctx.authorize_names(req, AclOperation.DESCRIBE, ResourceType.TOPIC, topics)
+            topics = {t: ps for t, ps in topics.items() if t in shown}
         out.append(
             TS(
                 error_code=err,

@@ -1,13 +1,19 @@
 """InitProducerId (22): producer ids for idempotent producers (with KIP-360's epoch bump), and for
-transactional ids through the transaction coordinator (fencing the id's older producer)."""
+transactional ids through the transaction coordinator (fencing the id's older producer).
+
+With an authorizer, first of all (Kafka's KafkaApis): a transactional id needs WRITE on it
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE
+on some topic (CLUSTER_AUTHORIZATION_FAILED). Either refusal carries no producer id (-1, epoch -1)."""
 
 from __future__ import annotations
 
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
 
+from ..auth.acls import AclOperation, ResourceType
 from ..context import BrokerContext
 from ..dispatch import handles
+from ._authz import cluster_allows
 
 API = api(ApiKey.InitProducerId)
 R = API.response
@@ -22,6 +28,15 @@ def _answer(error: E, producer_id: int = -1, epoch: int = -1) -> R:
 async def handle(ctx: BrokerContext, req: Request) -> R:
     body = req.body
     v = req.version
+    if ctx.authorizer is not None:
+        tid = body.transactional_id
+        if tid is not None and not ctx.authorize(req, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+            return _answer(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if tid is None and not (
+            cluster_allows(ctx, req, AclOperation.IDEMPOTENT_WRITE)
+            or ctx.authorize_any(req, AclOperation.WRITE, ResourceType.TOPIC)
+        ):
+            return _answer(E.CLUSTER_AUTHORIZATION_FAILED)
     pid, epoch = (body.producer_id, body.producer_epoch) if v >= 3 else (-1, -1)
     if (pid == -1) != (epoch == -1):
         return _answer(E.INVALID_REQUEST)  # Kafka: an id without an epoch (or the reverse) is malformed

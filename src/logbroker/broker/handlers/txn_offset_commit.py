@@ -6,16 +6,22 @@ if any: first the transaction's verification (KIP-890 part 1, in every version: 
 to the producer's open transaction), then the group's KIP-447 member checks. v0-2 carry no member id or
 generation: they commit as generation -1, member "". v5 (KIP-890 part 2: the commit adds the group to the
 transaction itself) is not advertised, as transaction version 2 is not.
+
+With an authorizer, before all that (KafkaApis): WRITE on the transactional id, then READ on the group, each
+refusing every partition (TRANSACTIONAL_ID_ / GROUP_AUTHORIZATION_FAILED); then a topic without READ is
+TOPIC_AUTHORIZATION_FAILED for its partitions and kept from the group.
 """
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from logbroker.broker.groups import Committed
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
 
+from ..auth.acls import AclOperation, ResourceType
 from ..context import BrokerContext, NoResponse
 from ..dispatch import handles
 
@@ -35,10 +41,19 @@ async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     now = int(time.time() * 1000)
     errors: dict[tuple[str, int], E] = {}
     wanted: dict[tuple[str, int], Committed] = {}
+    readable = None
+    if ctx.authorizer is not None:
+        if not ctx.authorize(req, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, b.transactional_id):
+            return _refused(b, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if not ctx.authorize(req, AclOperation.READ, ResourceType.GROUP, b.group_id):
+            return _refused(b, E.GROUP_AUTHORIZATION_FAILED)
+        readable = ctx.authorize_names(req, AclOperation.READ, ResourceType.TOPIC, (t.name for t in b.topics))
     for t in b.topics:
         for p in t.partitions:
             tp = (t.name, p.partition_index)
-            if ctx.get_log(t.name, p.partition_index) is None:
+            if readable is not None and t.name not in readable:
+                errors[tp] = E.TOPIC_AUTHORIZATION_FAILED
+            elif ctx.get_log(t.name, p.partition_index) is None:
                 errors[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 epoch = p.committed_leader_epoch if v >= 2 else -1
@@ -55,6 +70,14 @@ async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
         ]
         topics.append(TR(name=t.name, partitions=parts))
     return R(throttle_time_ms=0, topics=topics)
+
+
+def _refused(b: Any, error: E) -> R:
+    """Kafka's TxnOffsetCommitRequest.getErrorResponse: `error` for every partition."""
+    return R(throttle_time_ms=0, topics=[
+        TR(name=t.name, partitions=[PR(partition_index=p.partition_index, error_code=int(error)) for p in t.partitions])
+        for t in b.topics
+    ])  # fmt: skip
 
 
 async def _commit(

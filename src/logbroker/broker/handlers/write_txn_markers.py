@@ -1,7 +1,10 @@
 """WriteTxnMarkers (27): markers written on request. Kafka's coordinator sends these to partition leaders;
 here the coordinator writes its own markers, and this API serves the operator's side of it: the admin
 client's abortTransaction (`kafka-transactions.sh abort`), which closes a hanging transaction whose
-coordinator state is gone."""
+coordinator state is gone.
+
+It is an inter-broker API: with an authorizer it needs ALTER (or else CLUSTER_ACTION) on the cluster, and
+Kafka answers every partition CLUSTER_AUTHORIZATION_FAILED without either."""
 
 from __future__ import annotations
 
@@ -9,8 +12,10 @@ from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
 from logbroker.storage.producers import SequenceError
 
+from ..auth.acls import AclOperation
 from ..context import BrokerContext
 from ..dispatch import handles
+from ._authz import cluster_allows
 
 API = api(ApiKey.WriteTxnMarkers)
 R = API.response
@@ -21,6 +26,8 @@ PR = TR.WritableTxnMarkerPartitionResult
 
 @handles(ApiKey.WriteTxnMarkers, 1, 1)
 async def handle(ctx: BrokerContext, req: Request) -> R:
+    if not (cluster_allows(ctx, req, AclOperation.ALTER) or cluster_allows(ctx, req, AclOperation.CLUSTER_ACTION)):
+        return _refused(req.body.markers)
     results = []
     written = False
     for m in req.body.markers:
@@ -47,3 +54,19 @@ async def handle(ctx: BrokerContext, req: Request) -> R:
     if written:
         await ctx.sync()
     return R(markers=results)
+
+
+def _refused(markers: list) -> R:
+    """Kafka's WriteTxnMarkersRequest.getErrorResponse: CLUSTER_AUTHORIZATION_FAILED for every partition,
+    gathered by producer id (a producer named twice is answered once)."""
+    by_pid: dict[int, dict[str, list[int]]] = {}
+    for m in markers:
+        topics = by_pid.setdefault(m.producer_id, {})
+        for t in m.topics:
+            topics.setdefault(t.name, []).extend(t.partition_indexes)
+    denied = E.CLUSTER_AUTHORIZATION_FAILED
+    return R(markers=[
+        MR(producer_id=pid, topics=[TR(name=t, partitions=[PR(partition_index=i, error_code=denied)
+                                                           for i in dict.fromkeys(ps)]) for t, ps in topics.items()])
+        for pid, topics in by_pid.items()
+    ])  # fmt: skip
