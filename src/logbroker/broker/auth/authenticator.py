@@ -25,6 +25,8 @@ from typing import Any
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol.errors import ErrorCode as E
 
+from .oauthbearer import NAME as OAUTHBEARER
+from .oauthbearer import OAuthBearerServer
 from .sasl import Mechanism, SaslFailure, ScramCredential, new_mechanism
 
 HANDSHAKE = api(ApiKey.SaslHandshake).response
@@ -160,7 +162,10 @@ class SaslSession:
             )
             self.stage = Stage.REAUTH_BAD_MECHANISM
             return Outcome(response=response)
-        self.mechanism = new_mechanism(wanted, self._plain_check, lambda user: self._scram_lookup(user, wanted))
+        if wanted == OAUTHBEARER:
+            self.mechanism = OAuthBearerServer()
+        else:
+            self.mechanism = new_mechanism(wanted, self._plain_check, lambda user: self._scram_lookup(user, wanted))
         self.mechanism_name = wanted
         self.stage = Stage.AUTHENTICATE
         return Outcome(response=response)

@@ -213,8 +213,4 @@ def new_mechanism(
         return PlainServer(plain_check)
     if name in SCRAM_MECHANISMS:
         return ScramServer(name, scram_lookup)
-    if name == "OAUTHBEARER":
-        from .oauthbearer import OAuthBearerServer
-
-        return OAuthBearerServer()
     raise ValueError(f"unsupported SASL mechanism {name}")
