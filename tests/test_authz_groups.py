@@ -26,7 +26,7 @@ from kafka.protocol.metadata import FindCoordinatorRequest
 
 from logbroker.client.connection import Connection
 from logbroker.protocol.errors import ErrorCode as E
-from logbroker.protocol.kip848 import ConsumerGroupHeartbeatRequest
+from logbroker.protocol.kip848 import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
 from support import assert_equal, both_targets, eventually, unique
 from test_authz_data import AuthzTarget, NewRecord, ProduceRequest, acl, build_batch, start_authz_target
 
@@ -282,3 +282,35 @@ def _produce(topic: str) -> Any:
     batch = build_batch([NewRecord(b"k", b"v")])
     data = [P(name=topic, partition_data=[P.PartitionProduceData(index=0, records=batch)])]
     return ProduceRequest(transactional_id=None, acks=-1, timeout_ms=10_000, topic_data=data)
+
+
+def test_consumer_group_describe_hides_groups_with_forbidden_topics(target: AuthzTarget) -> None:
+    """KIP-848 describe (Kafka 4): DESCRIBE on the group, and then on every topic its members' assignments
+    name, else TOPIC_AUTHORIZATION_FAILED with Kafka's message and no members."""
+    seen, hidden, gid, other = unique("authz-cs"), unique("authz-ch"), unique("authz-cg"), unique("authz-cg")
+    for t in (seen, hidden):
+        target.create_topic(t)
+
+    def describe(c: Connection, *gids: str) -> list[tuple[str, int, str | None, set[str]]]:
+        r = c.do(ConsumerGroupDescribeRequest(group_ids=list(gids), include_authorized_operations=True), 0)
+        shown = [{tp.topic_name for m in g.members for tp in m.assignment.topic_partitions} for g in r.groups]
+        return [(g.group_id, g.error_code, g.error_message, s) for g, s in zip(r.groups, shown, strict=True)]
+
+    with target.connection("admin") as c:
+        r = c.do(ConsumerGroupHeartbeatRequest(group_id=gid, member_id=unique("m"), member_epoch=0,
+                                               rebalance_timeout_ms=30000, subscribed_topic_names=[seen, hidden],
+                                               topic_partitions=[]), 0)  # fmt: skip
+        assert r.error_code == 0
+        eventually(lambda: assert_equal(describe(c, gid), [(gid, 0, None, {seen, hidden})]))
+    target.grant(acl(GROUP, gid, DESCRIBE), acl(TOPIC, seen, DESCRIBE))
+    hidden_topics = "The group has described topic(s) that the client is not authorized to describe."
+    with target.connection() as c:
+        assert describe(c, gid, other) == [
+            (other, E.GROUP_AUTHORIZATION_FAILED, None, set()),
+            (gid, E.TOPIC_AUTHORIZATION_FAILED, hidden_topics, set()),
+        ]
+    target.grant(acl(TOPIC, hidden, DESCRIBE))
+    with target.connection() as c:
+        r = c.do(ConsumerGroupDescribeRequest(group_ids=[gid], include_authorized_operations=True), 0)
+        [g] = r.groups
+        assert (g.error_code, g.authorized_operations) == (0, 1 << DESCRIBE.value)
