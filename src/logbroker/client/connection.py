@@ -118,7 +118,7 @@ class Connection:
         self.host, self.port = host, port
         self.client_id = client_id
         self.timeout = timeout
-        self.ssl_context, self.sasl = ssl_context, sasl
+        self.ssl_context, self.sasl, self.ssl_client_cert = ssl_context, sasl, ssl_client_cert
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._ids = itertools.count(1)
@@ -204,11 +204,19 @@ class Connection:
         while len(buf) < n:
             chunk = self.sock.recv(min(n - len(buf), 1 << 20))
             if not chunk:
-                need = "TLS" if self.sasl else "SASL" if self.ssl_context else "TLS or SASL"
-                hint = f" (does it need {need}? see --command-config)" if not (self.sasl and self.ssl_context) else ""
-                raise ConnectionError(f"{self.host}:{self.port} closed the connection{hint}")
+                raise ConnectionError(f"{self.host}:{self.port} closed the connection{self._closed_hint()}")
             buf += chunk
         return bytes(buf)
+
+    def _closed_hint(self) -> str:
+        """What a broker closing at once most likely wanted: the security the connection did not offer (Kafka
+        closes without a word on a protocol mismatch; a TLS server may not say that it wants a certificate)."""
+        missing = [] if self.ssl_context else ["TLS"]
+        if not self.sasl:
+            missing.append("SASL")
+        if self.ssl_context and not self.ssl_client_cert:
+            missing.append("a client certificate")
+        return f" (does it need {' or '.join(missing)}? see --command-config)" if missing else ""
 
     def close(self) -> None:
         try:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from logbroker.spark.decode import ARCHIVE_SCHEMA
 from logbroker.spark.pipeline import RunResult, run
-from logbroker.spark.spec import PipelineSpec, load_spec, parse_interval
+from logbroker.spark.spec import PipelineSpec, Security, load_spec, parse_interval
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -66,6 +66,7 @@ def archive_spec(
     fail_on_data_loss: bool = True,
     isolation_level: str | None = None,
     options: dict[str, str] | None = None,
+    security: Security = None,
     master: str = "local[*]",
 ) -> PipelineSpec:
     """The archive pipeline as a spec (what `archive` runs; also a template for YAML specs)."""
@@ -74,7 +75,7 @@ def archive_spec(
         "name": "archive",
         "source": _source(bootstrap, topics, pattern, starting_offsets=starting_offsets,
                           max_offsets_per_trigger=max_offsets_per_trigger, fail_on_data_loss=fail_on_data_loss,
-                          isolation_level=isolation_level, options=options),
+                          isolation_level=isolation_level, options=options, security=security),
         "decode": {"format": "raw"},
         "transform": ARCHIVE_SQL,
         "sinks": [{"type": "parquet", "path": out, "partition_by": ["topic", "date"]}],
@@ -100,6 +101,7 @@ def archive(
     fail_on_data_loss: bool = True,
     isolation_level: str | None = None,
     options: dict[str, str] | None = None,
+    security: Security = None,
     master: str = "local[*]",
 ) -> RunResult:
     """Archive topics (or a pattern) into Parquet at `out`, exactly once across restarts.
@@ -111,7 +113,7 @@ def archive(
     spec = archive_spec(bootstrap, out, topics=topics, pattern=pattern, checkpoint=checkpoint,
                         starting_offsets=starting_offsets, max_offsets_per_trigger=max_offsets_per_trigger,
                         trigger=trigger, fail_on_data_loss=fail_on_data_loss, isolation_level=isolation_level,
-                        options=options, master=master)  # fmt: skip
+                        options=options, security=security, master=master)  # fmt: skip
     return run(spec, spark=spark, progress=progress, timeout=timeout)
 
 
@@ -140,6 +142,7 @@ def rollup_spec(
     fail_on_data_loss: bool = True,
     isolation_level: str | None = None,
     options: dict[str, str] | None = None,
+    security: Security = None,
     master: str = "local[*]",
 ) -> PipelineSpec:
     """The rollup pipeline as a spec (notify decode, watermark on the notification timestamp)."""
@@ -148,7 +151,7 @@ def rollup_spec(
         "name": "rollup",
         "source": _source(bootstrap, topics, pattern, starting_offsets=starting_offsets,
                           max_offsets_per_trigger=max_offsets_per_trigger, fail_on_data_loss=fail_on_data_loss,
-                          isolation_level=isolation_level, options=options),
+                          isolation_level=isolation_level, options=options, security=security),
         "decode": {"format": "notify"},
         "watermark": {"column": "timestamp", "delay": watermark},
         "transform": rollup_sql(window),
@@ -177,6 +180,7 @@ def rollup(
     fail_on_data_loss: bool = True,
     isolation_level: str | None = None,
     options: dict[str, str] | None = None,
+    security: Security = None,
     master: str = "local[*]",
 ) -> RunResult:
     """Count notifications and their bytes per (window, event_type, priority) into Parquet at `out`.
@@ -189,7 +193,7 @@ def rollup(
                        watermark=watermark, starting_offsets=starting_offsets,
                        max_offsets_per_trigger=max_offsets_per_trigger, trigger=trigger,
                        fail_on_data_loss=fail_on_data_loss, isolation_level=isolation_level, options=options,
-                       master=master)  # fmt: skip
+                       security=security, master=master)  # fmt: skip
     return run(spec, spark=spark, progress=progress, timeout=timeout)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from logbroker.cli.common import SECURITY
 from logbroker.spark.spec import ISOLATION_LEVEL_HELP
 
 __all__ = ["pipeline"]
@@ -26,6 +27,13 @@ def _show(result: Any) -> None:
     lag = "" if result.lag is None else f" lag={result.lag}"
     click.echo(f"{result.name}: rows={result.rows_in} batches={result.batches} seconds={result.seconds:.1f}"
                f"{lag} stopped={result.stopped} sinks={', '.join(result.sinks)}")  # fmt: skip
+
+
+def _properties(security: Any) -> dict[str, Any] | None:
+    """The CLI's security options (`KafkaSettings`) as the properties a spec's `security` holds."""
+    from logbroker.spark.spec import producer_security
+
+    return producer_security(security) or None
 
 
 def _run(fn: Any, *args: Any, **kwargs: Any) -> None:
@@ -50,12 +58,22 @@ def pipeline() -> None:
 @click.argument("spec_path", metavar="SPEC.yaml", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--timeout", type=float, default=None, help="Stop after this many seconds (processingTime specs).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress line.")
-def run_cmd(spec_path: Path, timeout: float | None, quiet: bool) -> None:
-    """Run the pipeline described by SPEC.yaml until drained (availableNow) or Ctrl-C/--timeout."""
-    from logbroker.spark.spec import SpecError, load_spec
+@SECURITY
+def run_cmd(spec_path: Path, timeout: float | None, quiet: bool, security: Any) -> None:
+    """Run the pipeline described by SPEC.yaml until drained (availableNow) or Ctrl-C/--timeout.
+
+    Security options, when given, replace the source's `security` (and so that of topic sinks writing back
+    to the source's cluster)."""
+    from logbroker.spark.spec import KafkaSource, SpecError, load_spec
 
     try:
         spec = load_spec(spec_path)
+        if security is not None:
+            if not isinstance(spec.source, KafkaSource):
+                _fail("security options apply to a kafka source; this spec reads parquet", 2)
+            data = spec.model_dump(exclude_unset=True)
+            data["source"]["security"] = _properties(security)
+            spec = load_spec(data)
     except SpecError as exc:
         _fail(str(exc), 2)
     from logbroker.spark.pipeline import run
@@ -85,13 +103,14 @@ def _source_options(f: Any) -> Any:
     ]
     for opt in reversed(opts):
         f = opt(f)
-    return f
+    return SECURITY(f)
 
 
 def _common(topics: tuple[str, ...], pattern: str | None, **kw: Any) -> dict[str, Any]:
     if bool(topics) == (pattern is not None):
         _fail("source: give exactly one of --topic or --pattern", 2)
     quiet = kw.pop("quiet")
+    kw["security"] = _properties(kw.pop("security"))
     return {"topics": list(topics) or None, "pattern": pattern, "progress": not quiet,
             "trigger": kw.pop("processing_time"), **kw}  # fmt: skip
 
@@ -125,8 +144,9 @@ def rollup_cmd(out: str, topics: tuple[str, ...], pattern: str | None, **kw: Any
 @click.option("--where", default=None, help="SQL filter on archive columns, e.g. \"topic = 'a'\".")
 @click.option("--keep-partition", is_flag=True, help="Send source partition p to partition p.")
 @click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
+@SECURITY
 def replay_cmd(archive_path: str, bootstrap: str, topic: str, where: str | None, keep_partition: bool,
-               master: str) -> None:  # fmt: skip
+               master: str, security: Any) -> None:  # fmt: skip
     """Produce an archive's records into TOPIC, keeping key, headers and timestamp."""
     from logbroker.spark.replay import replay
     from logbroker.spark.session import SparkSetupError, session
@@ -136,7 +156,15 @@ def replay_cmd(archive_path: str, bootstrap: str, topic: str, where: str | None,
     except SparkSetupError as exc:
         _fail(str(exc))
     try:
-        n = replay(archive_path, bootstrap, topic, spark=spark, where=where, keep_partition=keep_partition)
+        n = replay(
+            archive_path,
+            bootstrap,
+            topic,
+            spark=spark,
+            where=where,
+            keep_partition=keep_partition,
+            security=_properties(security),
+        )
     except Exception as exc:  # ReplayError and Spark's own; one line, not a JVM trace
         _fail(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
     click.echo(f"replay: {n} records -> {topic}")

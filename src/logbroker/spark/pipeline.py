@@ -27,7 +27,16 @@ from urllib.parse import urlparse
 
 from logbroker.spark.decode import ARCHIVE_SCHEMA, decode
 from logbroker.spark.produce import ProduceError, produce_frame
-from logbroker.spark.spec import ConsoleSink, KafkaSource, ParquetSink, ParquetSource, PipelineSpec, TopicSink
+from logbroker.spark.spec import (
+    ConsoleSink,
+    KafkaSource,
+    ParquetSink,
+    ParquetSource,
+    PipelineSpec,
+    TopicSink,
+    connector_security,
+    producer_security,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -188,7 +197,9 @@ def upsert_batch(sink: ParquetSink) -> Callable[[DataFrame, int], None]:
     return merge
 
 
-def _produce_keeping_timestamps(df: DataFrame, bootstrap: str, topic: str | None) -> None:
+def _produce_keeping_timestamps(
+    df: DataFrame, bootstrap: str, topic: str | None, security: dict[str, Any] | None = None
+) -> None:
     """A topic sink with keep_timestamp: Spark's Kafka writer has no timestamp column, so the rows go
     through the same confluent-kafka path as replay (key/value as binary, headers, CreateTime from
     `timestamp`, a `partition` column honoured, a `topic` column when no topic option)."""
@@ -209,7 +220,7 @@ def _produce_keeping_timestamps(df: DataFrame, bootstrap: str, topic: str | None
         pick("timestamp", "unix_millis(timestamp) AS _ts", "CAST(NULL AS BIGINT) AS _ts"),
     )
     try:
-        produce_frame(frame, bootstrap, topic)
+        produce_frame(frame, bootstrap, topic, security)
     except ProduceError as exc:
         raise PipelineError(f"topic sink: producing {exc}") from exc
 
@@ -253,11 +264,14 @@ def _start(spec: PipelineSpec, index: int, sink: Any, df: DataFrame) -> Streamin
         writer = writer.outputMode("update").foreachBatch(upsert_batch(sink))
     elif isinstance(sink, TopicSink) and sink.keep_timestamp:
         bootstrap, topic = spec.sink_bootstrap(sink), sink.topic
+        security = producer_security(spec.sink_settings(sink))
         writer = writer.outputMode("update").foreachBatch(
-            lambda b, _i: _produce_keeping_timestamps(b, bootstrap, topic)
+            lambda b, _i: _produce_keeping_timestamps(b, bootstrap, topic, security)
         )
     elif isinstance(sink, TopicSink):
         writer = writer.format("kafka").option("kafka.bootstrap.servers", spec.sink_bootstrap(sink))
+        for k, v in connector_security(spec.sink_settings(sink)).items():
+            writer = writer.option(k, v)
         if sink.topic:
             writer = writer.option("topic", sink.topic)
         writer = writer.outputMode("update")  # = append without aggregation; changed rows with one
@@ -278,9 +292,13 @@ def _write_batch(spec: PipelineSpec, sink: Any, df: DataFrame) -> None:
     elif isinstance(sink, ParquetSink):
         upsert_batch(sink)(df, 0)
     elif isinstance(sink, TopicSink) and sink.keep_timestamp:
-        _produce_keeping_timestamps(df, spec.sink_bootstrap(sink), sink.topic)
+        _produce_keeping_timestamps(
+            df, spec.sink_bootstrap(sink), sink.topic, producer_security(spec.sink_settings(sink))
+        )
     elif isinstance(sink, TopicSink):
         writer = df.write.format("kafka").option("kafka.bootstrap.servers", spec.sink_bootstrap(sink))
+        for k, v in connector_security(spec.sink_settings(sink)).items():
+            writer = writer.option(k, v)
         if sink.topic:
             writer = writer.option("topic", sink.topic)
         writer.save()

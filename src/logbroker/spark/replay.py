@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from logbroker.spark.pipeline import local_path
 from logbroker.spark.produce import ProduceError, produce_frame
+from logbroker.spark.spec import Security, producer_security, security_settings
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -68,15 +69,17 @@ def _read(archive_path: str, spark: SparkSession) -> DataFrame:
     return read_archive(archive_path, spark)
 
 
-def _target_partitions(bootstrap: str, topic: str, create: bool, timeout: float = 30.0) -> int:
+def _target_partitions(
+    bootstrap: str, topic: str, create: bool, timeout: float = 30.0, security: dict[str, Any] | None = None
+) -> int:
     """Partition count of the target topic, once every partition is led; asks the broker to auto-create it
     when ``create`` (what producing would do anyway, where the broker allows it), but before any Spark task
     starts, so a missing topic is one clear error rather than a timeout inside a task."""
     from logbroker import _kafka
 
     try:
-        parts = _kafka.ensure_topic({"bootstrap.servers": bootstrap}, topic, create="broker" if create else False,
-                                    timeout=timeout)  # fmt: skip
+        parts = _kafka.ensure_topic({**(security or {}), "bootstrap.servers": bootstrap}, topic,
+                                    create="broker" if create else False, timeout=timeout)  # fmt: skip
     except _kafka.BrokerUnreachable as exc:
         raise ReplayError(f"cannot reach {bootstrap}: {exc.cause.message if exc.cause else exc}") from None
     except _kafka.TopicMissing:
@@ -100,6 +103,7 @@ def replay(
     where: str | None = None,
     keep_partition: bool = False,
     producer_config: dict[str, Any] | None = None,
+    security: Security = None,
 ) -> int:
     """Produce every archived record (optionally those matching the SQL filter ``where``, e.g.
     ``"topic = 'a' AND timestamp >= '2026-01-01'"``) to ``topic``; returns the acknowledged count.
@@ -108,7 +112,7 @@ def replay(
     exist with enough partitions); otherwise the key's murmur2 hash decides (random for null keys)
     and a missing topic is auto-created if the broker allows it. ``producer_config`` overrides the
     confluent-kafka settings (``enable.idempotence`` and ``acks=all`` are the point; change them
-    knowingly).
+    knowingly). ``security``: Kafka client properties (or their file), as a pipeline spec's `security`.
     """
     own = False
     if spark is None:
@@ -116,14 +120,19 @@ def replay(
 
         spark, own = owned_session(app_name="logbroker-replay")
     try:
-        return _replay(spark, os.fspath(archive_path), bootstrap, topic, where, keep_partition, producer_config)
+        try:
+            conf = producer_security(security_settings(security, bootstrap))
+        except ValueError as exc:
+            raise ReplayError(f"security: {exc}") from None
+        return _replay(spark, os.fspath(archive_path), bootstrap, topic, where, keep_partition,
+                       {**conf, **(producer_config or {})}, conf)  # fmt: skip
     finally:
         if own:
             spark.stop()
 
 
 def _replay(spark: SparkSession, path: str, bootstrap: str, topic: str, where: str | None, keep_partition: bool,
-            producer_config: dict[str, Any] | None) -> int:  # fmt: skip
+            producer_config: dict[str, Any] | None, security: dict[str, Any]) -> int:  # fmt: skip
     df = _read(path, spark)
     if where:
         from pyspark.errors import AnalysisException, ParseException
@@ -143,7 +152,7 @@ def _replay(spark: SparkSession, path: str, bootstrap: str, topic: str, where: s
         raise ReplayError(f"archive {path} holds no records")
     highest = max(int(r["partition"]) for r in sources)
     try:
-        partitions = _target_partitions(bootstrap, topic, create=not keep_partition)
+        partitions = _target_partitions(bootstrap, topic, create=not keep_partition, security=security)
     except ReplayError as exc:
         if keep_partition and "does not exist" in str(exc):
             raise ReplayError(f"{exc}; keep_partition=True needs it with at least {highest + 1} partition(s)") from None

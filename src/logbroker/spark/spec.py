@@ -13,12 +13,16 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+if TYPE_CHECKING:
+    from logbroker._kafka.settings import KafkaSettings
+
 __all__ = [
     "ISOLATION_LEVEL_HELP",
+    "SECURITY_HELP",
     "ConsoleSink",
     "Decode",
     "KafkaSource",
@@ -29,8 +33,11 @@ __all__ = [
     "TopicSink",
     "Trigger",
     "Watermark",
+    "connector_security",
     "load_spec",
     "parse_interval",
+    "producer_security",
+    "security_settings",
 ]
 
 
@@ -77,6 +84,52 @@ ISOLATION_LEVEL_HELP = (
 )
 
 
+SECURITY_HELP = (
+    "Kafka client properties of the connection (as in a --command-config file: security.protocol, "
+    "sasl.mechanism, sasl.jaas.config, ssl.truststore.type=PEM / ssl.truststore.location, ssl.keystore.* as PEM, "
+    "ssl.key.password; or librdkafka's names), or the path of such a properties file. Spark's connector gets "
+    "them as kafka.* options, confluent-kafka (topic sinks keeping timestamps, replay) as librdkafka settings."
+)
+Security = dict[str, str | int | bool] | str | None
+
+
+def security_settings(security: Security, bootstrap: str) -> KafkaSettings | None:
+    """A spec's `security` (properties or a properties file) as the shared layer's settings; ValueError names
+    the property at fault."""
+    if security is None:
+        return None
+    from logbroker._kafka.settings import from_properties, read_properties
+
+    if isinstance(security, str):
+        try:
+            props = read_properties(security)
+        except OSError as exc:
+            raise ValueError(f"cannot read {security}: {exc.strerror or exc}") from None
+    else:
+        props = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in security.items()}
+    return from_properties(props, bootstrap)
+
+
+def connector_security(settings: KafkaSettings | None) -> dict[str, str]:
+    """Spark connector options (`kafka.`-prefixed Java client properties) for ``settings``."""
+    if settings is None:
+        return {}
+    from logbroker._kafka.settings import java_client_properties
+
+    return {f"kafka.{k}": v for k, v in java_client_properties(settings).items()}
+
+
+def producer_security(settings: KafkaSettings | None) -> dict[str, Any]:
+    """confluent-kafka settings for ``settings`` (no bootstrap: the producer path sets it)."""
+    if settings is None:
+        return {}
+    from logbroker._kafka.settings import librdkafka_config
+
+    conf = librdkafka_config(settings)
+    conf.pop("bootstrap.servers", None)
+    return conf
+
+
 class KafkaSource(_Model):
     """Spark's Kafka source: one of `topics` (subscribe) or `pattern` (subscribePattern).
 
@@ -94,6 +147,7 @@ class KafkaSource(_Model):
     max_offsets_per_trigger: Annotated[int, Field(gt=0)] | None = None
     fail_on_data_loss: bool = True
     isolation_level: IsolationLevel = Field("read_committed", description=ISOLATION_LEVEL_HELP)
+    security: Security = Field(None, description=SECURITY_HELP)
     options: dict[str, str] = {}
 
     @field_validator("topics")
@@ -121,6 +175,18 @@ class KafkaSource(_Model):
             )
         return self
 
+    @model_validator(mode="after")
+    def _security_readable(self) -> KafkaSource:
+        try:
+            security_settings(self.security, self.bootstrap)
+        except ValueError as exc:
+            raise ValueError(f"@security: {exc}") from None
+        return self
+
+    def kafka_settings(self) -> KafkaSettings | None:
+        """The connection's security as shared-layer settings (None: plain PLAINTEXT)."""
+        return security_settings(self.security, self.bootstrap)
+
     def connector_options(self) -> dict[str, str]:
         """The options for ``readStream.format("kafka")``; user `options` win (they are the escape hatch)."""
         opts = {"kafka.bootstrap.servers": self.bootstrap, "includeHeaders": "true",
@@ -134,6 +200,7 @@ class KafkaSource(_Model):
         opts["startingOffsets"] = so if isinstance(so, str) else json.dumps(so)
         if self.max_offsets_per_trigger is not None:
             opts["maxOffsetsPerTrigger"] = str(self.max_offsets_per_trigger)
+        opts.update(connector_security(self.kafka_settings()))
         opts.update(self.options)
         return opts
 
@@ -203,6 +270,15 @@ class TopicSink(_Model):
     bootstrap: str | None = None
     topic: str | None = None
     keep_timestamp: bool = False
+    security: Security = Field(None, description=SECURITY_HELP + " Without a bootstrap, the source's is used.")
+
+    @model_validator(mode="after")
+    def _security_readable(self) -> TopicSink:
+        try:
+            security_settings(self.security, self.bootstrap or "placeholder:9092")
+        except ValueError as exc:
+            raise ValueError(f"@security: {exc}") from None
+        return self
 
 
 class ConsoleSink(_Model):
@@ -280,6 +356,13 @@ class PipelineSpec(_Model):
             return sink.bootstrap
         assert isinstance(self.source, KafkaSource)
         return self.source.bootstrap
+
+    def sink_settings(self, sink: TopicSink) -> KafkaSettings | None:
+        """A topic sink's security: its own, else (writing back to the source's cluster) the source's."""
+        if sink.security is not None or sink.bootstrap is not None:
+            return security_settings(sink.security, self.sink_bootstrap(sink))
+        assert isinstance(self.source, KafkaSource)
+        return self.source.kafka_settings()
 
 
 _TAGS = {"source": {"kafka", "parquet"}, "sinks": {"parquet", "topic", "console"}}
