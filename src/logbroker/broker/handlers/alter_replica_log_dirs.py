@@ -9,6 +9,9 @@ with a single log dir, which is also the clear refusal an operator needs:
 - that dir: nothing to do (NONE) for a partition it holds, UNKNOWN_TOPIC_OR_PARTITION otherwise.
 
 A partition named under two paths takes the last one (Kafka reads the request into a map).
+
+Needs ALTER on the cluster; without it every partition is CLUSTER_AUTHORIZATION_FAILED, listed as the request
+lists them (a topic per dir entry, nothing merged: Kafka's AlterReplicaLogDirsRequest.getErrorResponse).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from __future__ import annotations
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
 
+from ..auth.acls import AclOperation
+from ..auth.checks import cluster_denial
 from ..context import BrokerContext
 from ..dispatch import handles
 from .describe_log_dirs import log_dir
@@ -32,6 +37,19 @@ _MAX_DIR_NAME = 255
 
 @handles(ApiKey.AlterReplicaLogDirs, 1, 2)
 def handle(ctx: BrokerContext, req: Request) -> R:
+    if cluster_denial(ctx, req, AclOperation.ALTER) is not None:
+        denied = E.CLUSTER_AUTHORIZATION_FAILED
+        return R(
+            throttle_time_ms=0,
+            results=[
+                TopicResult(
+                    topic_name=t.name,
+                    partitions=[PartitionResult(partition_index=p, error_code=denied) for p in t.partitions],
+                )
+                for d in req.body.dirs
+                for t in d.topics
+            ],
+        )
     targets: dict[tuple[str, int], str] = {}
     for d in req.body.dirs:
         for t in d.topics:

@@ -1,5 +1,8 @@
 """AlterUserScramCredentials (51): add, replace or delete users' SCRAM credentials, durably before the
-answer. Validation and messages are Kafka's controller's (see `auth.users`)."""
+answer. Validation and messages are Kafka's controller's (see `auth.users`).
+
+Needs ALTER on the cluster; denied, every user named (once, sorted) is CLUSTER_AUTHORIZATION_FAILED with the
+denial's message, nothing changes (ControllerApis.handleAlterUserScramCredentials)."""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ import logging
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
 
+from ..auth.acls import AclOperation
+from ..auth.checks import cluster_denial
 from ..auth.users import Upsertion
 from ..context import BrokerContext
 from ..dispatch import handles
@@ -21,6 +26,10 @@ Result = R.AlterUserScramCredentialsResult
 @handles(ApiKey.AlterUserScramCredentials, 0, 0, exclusive=True)
 async def handle(ctx: BrokerContext, req: Request) -> R:
     b = req.body
+    if (denied := cluster_denial(ctx, req, AclOperation.ALTER)) is not None:
+        users = sorted({d.name for d in b.deletions} | {u.name for u in b.upsertions})
+        code = E.CLUSTER_AUTHORIZATION_FAILED
+        return R(throttle_time_ms=0, results=[Result(user=u, error_code=code, error_message=denied) for u in users])
     outcomes, records = ctx.users.plan(
         [(d.name, d.mechanism) for d in b.deletions],
         [Upsertion(u.name, u.mechanism, u.iterations, bytes(u.salt), bytes(u.salted_password)) for u in b.upsertions],

@@ -1,5 +1,8 @@
 """CreatePartitions (37): grow a topic's partition count; at most 10,000 new partitions per request in
-all, as Kafka's controller allows (POLICY_VIOLATION for every topic)."""
+all, as Kafka's controller allows (POLICY_VIOLATION for every topic).
+
+Needs ALTER on each topic: without it TOPIC_AUTHORIZATION_FAILED (no message) whether the topic exists or
+not, and the topic counts for nothing else (ControllerApis.createPartitions)."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
 from logbroker.storage.manager import TopicError
 
+from ..auth.acls import AclOperation, ResourceType
 from ..context import BrokerContext
 from ..dispatch import handles
 
@@ -20,8 +24,15 @@ MAX_NEW_PARTITIONS_PER_REQUEST = 10_000
 
 @handles(ApiKey.CreatePartitions, 0, 3)
 def handle(ctx: BrokerContext, req: Request) -> R:
+    allowed = ctx.authorize_names(req, AclOperation.ALTER, ResourceType.TOPIC, [t.name for t in req.body.topics])
+    denied = [
+        TR(name=t.name, error_code=E.TOPIC_AUTHORIZATION_FAILED, error_message=None)
+        for t in req.body.topics
+        if t.name not in allowed
+    ]
+    topics = [t for t in req.body.topics if t.name in allowed]
     added = 0
-    for t in req.body.topics:
+    for t in topics:
         meta = ctx.topic(t.name)
         if meta is not None and t.count > meta.partitions:
             added += t.count - meta.partitions
@@ -29,10 +40,13 @@ def handle(ctx: BrokerContext, req: Request) -> R:
         message = "Excessively large number of additional partitions per request."
         return R(
             throttle_time_ms=0,
-            results=[TR(name=t.name, error_code=E.POLICY_VIOLATION, error_message=message) for t in req.body.topics],
+            results=[
+                *denied,
+                *(TR(name=t.name, error_code=E.POLICY_VIOLATION, error_message=message) for t in topics),
+            ],
         )
-    results = []
-    for t in req.body.topics:
+    results = denied
+    for t in topics:
         try:
             meta = ctx.topic(t.name)
             if meta is None:

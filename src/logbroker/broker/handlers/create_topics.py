@@ -3,6 +3,11 @@
 As Kafka's controller, a request may create at most 10,000 partitions in all (POLICY_VIOLATION for every
 topic, before anything else is looked at) and generate at most 10,000 metadata records (one per topic,
 partition and config: POLICY_VIOLATION for every topic), so no single request can exhaust the broker.
+
+Authorization is Kafka's controller's (ControllerApis.createTopics): CREATE on the cluster, or else on each
+topic; a topic without it is TOPIC_AUTHORIZATION_FAILED "Authorization failed." (answered after the others,
+counted in no limit). A created topic the principal may not DESCRIBE_CONFIGS comes back without its configs,
+partition count or replication factor and with TOPIC_AUTHORIZATION_FAILED as its config error (v5+).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
 from logbroker.storage.manager import TopicError, parse_topic_configs, validate_topic_name
 
+from ..auth.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..context import BrokerContext
 from ..dispatch import handles
 from .describe_configs import topic_config_entries
@@ -41,7 +47,24 @@ def requested_partitions(topics: Any, default: int) -> int:
 
 @handles(ApiKey.CreateTopics, 2, 7)
 def handle(ctx: BrokerContext, req: Request) -> R:
-    topics = req.body.topics
+    names = [t.name for t in req.body.topics]
+    if ctx.authorize(req, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME):
+        creatable = set(names)
+    else:
+        creatable = ctx.authorize_names(req, AclOperation.CREATE, ResourceType.TOPIC, names)
+    describable = ctx.authorize_names(req, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names)
+    topics = [t for t in req.body.topics if t.name in creatable]
+    denied = [
+        _failed(t.name, E.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+        for t in req.body.topics
+        if t.name not in creatable
+    ]
+    response = _create(ctx, req, topics, describable)
+    response.topics = [*response.topics, *denied]
+    return response
+
+
+def _create(ctx: BrokerContext, req: Request, topics: list[Any], describable: set[str]) -> R:
     if requested_partitions(topics, ctx.settings.num_partitions) > MAX_PARTITIONS_PER_REQUEST:
         return _refuse_all(topics, "Excessively large number of partitions per request.")
     checked: list[tuple[Any, int, dict[str, str | None]] | TopicError] = []
@@ -70,6 +93,11 @@ def handle(ctx: BrokerContext, req: Request) -> R:
             else:
                 meta = ctx.create_topic(t.name, partitions, configs)
                 meta_id, meta_configs = uuid.UUID(meta.topic_id), meta.configs
+            if t.name not in describable:
+                hidden = _failed(t.name, 0, None)
+                hidden.topic_id, hidden.topic_config_error_code = meta_id, E.TOPIC_AUTHORIZATION_FAILED
+                results.append(hidden)
+                continue
             results.append(
                 TR(
                     name=t.name,
@@ -126,7 +154,7 @@ def _validate(ctx: BrokerContext, t: Any) -> tuple[int, dict[str, str | None]]:
     return partitions, configs
 
 
-def _failed(name: str, error: int, message: str) -> Any:
+def _failed(name: str, error: int, message: str | None) -> Any:
     return TR(
         name=name,
         topic_id=ZERO_UUID,

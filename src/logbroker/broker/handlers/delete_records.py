@@ -1,4 +1,7 @@
-"""DeleteRecords (21): move the log start offset; offset -1 means the high watermark."""
+"""DeleteRecords (21): move the log start offset; offset -1 means the high watermark.
+
+Needs DELETE on each topic: a topic without it is TOPIC_AUTHORIZATION_FAILED (low watermark -1) whether it
+exists or not, checked before existence (KafkaApis.handleDeleteRecordsRequest)."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from logbroker.protocol import ErrorCode as E
 from logbroker.storage import PartitionLog
 from logbroker.storage.log import OffsetOutOfRange
 
+from ..auth.acls import AclOperation, ResourceType
 from ..context import BrokerContext
 from ..dispatch import handles
 from ._partitions import by_partition
@@ -34,8 +38,12 @@ def handle(ctx: BrokerContext, req: Request) -> R:
     def error(p: Any, code: E) -> Any:
         return PR(partition_index=p.partition_index, low_watermark=-1, error_code=code)
 
-    rows = by_partition(ctx, _merged(req.body.topics), answer, error)
-    return R(throttle_time_ms=0, topics=[TR(name=name, partitions=parts) for name, parts in rows])
+    topics = _merged(req.body.topics)
+    allowed = ctx.authorize_names(req, AclOperation.DELETE, ResourceType.TOPIC, [t.name for t in topics])
+    rows = by_partition(ctx, [t for t in topics if t.name in allowed], answer, error)
+    refused = E.TOPIC_AUTHORIZATION_FAILED
+    denied = [(t.name, [error(p, refused) for p in t.partitions]) for t in topics if t.name not in allowed]
+    return R(throttle_time_ms=0, topics=[TR(name=name, partitions=parts) for name, parts in [*rows, *denied]])
 
 
 def _merged(topics: list[Any]) -> list[Any]:

@@ -1,4 +1,12 @@
-"""DeleteTopics (20): by name (v1-5) or by name or topic id (v6), refusing what Kafka refuses up front."""
+"""DeleteTopics (20): by name (v1-5) or by name or topic id (v6), refusing what Kafka refuses up front.
+
+Authorization is Kafka's controller's (ControllerApis.deleteTopics): DELETE on the cluster allows every
+topic; otherwise a topic needs DELETE, and what is answered depends on DESCRIBE, so that a client learns
+nothing about topics it may not see: by name, without DESCRIBE, TOPIC_AUTHORIZATION_FAILED whether the topic
+exists or not; with DESCRIBE but not DELETE, unknown names are UNKNOWN_TOPIC_OR_PARTITION and known ones
+TOPIC_AUTHORIZATION_FAILED. By id, an unknown id is UNKNOWN_TOPIC_ID; a known one not deletable is
+TOPIC_AUTHORIZATION_FAILED, with its name only if the principal may DESCRIBE it.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +18,7 @@ from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
 from logbroker.storage.manager import TopicError
 
+from ..auth.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..context import BrokerContext
 from ..dispatch import handles
 
@@ -17,6 +26,7 @@ API = api(ApiKey.DeleteTopics)
 R = API.response
 TR = R.DeletableTopicResult
 ZERO_UUID = uuid.UUID(int=0)
+_UNKNOWN_NAME = "This server does not host this topic-partition."
 
 
 @handles(ApiKey.DeleteTopics, 1, 6)
@@ -32,6 +42,7 @@ def handle(ctx: BrokerContext, req: Request) -> R:
             responses=[TR(name=n, topic_id=i, error_code=E.REQUEST_TIMED_OUT, error_message=None) for n, i in wanted],
         )
     results = list(refused)
+    everything = ctx.authorize(req, AclOperation.DELETE, ResourceType.CLUSTER, CLUSTER_NAME)
     for name, topic_id in valid:
         if name is None:
             assert topic_id is not None
@@ -42,11 +53,18 @@ def handle(ctx: BrokerContext, req: Request) -> R:
                         name=None,
                         topic_id=topic_id,
                         error_code=E.UNKNOWN_TOPIC_ID,
-                        error_message=f"no topic has id {topic_id}",
+                        error_message="This server does not host this topic ID.",
                     )
                 )
                 continue
             name = by_id.name
+            if not everything and not ctx.authorize(req, AclOperation.DELETE, ResourceType.TOPIC, name):
+                seen = ctx.authorize(req, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+                results.append(_denied(name if seen else None, topic_id))
+                continue
+        elif not everything and _name_denied(ctx, req, name):
+            results.append(_denied(name, ZERO_UUID))
+            continue
         try:
             if not ctx.settings.delete_topic_enable:
                 raise TopicError(E.TOPIC_DELETION_DISABLED, "topic deletion is disabled on this broker")
@@ -56,7 +74,9 @@ def handle(ctx: BrokerContext, req: Request) -> R:
             meta = ctx.delete_topic(name)
             results.append(TR(name=name, topic_id=uuid.UUID(meta.topic_id), error_code=0, error_message=None))
         except TopicError as exc:
-            results.append(TR(name=name, topic_id=topic_id or ZERO_UUID, error_code=exc.error, error_message=str(exc)))
+            # Kafka's controller answers an unknown name with the error's own message.
+            message = _UNKNOWN_NAME if exc.error == E.UNKNOWN_TOPIC_OR_PARTITION else str(exc)
+            results.append(TR(name=name, topic_id=topic_id or ZERO_UUID, error_code=exc.error, error_message=message))
     return R(throttle_time_ms=0, responses=results)
 
 
@@ -85,6 +105,19 @@ def _validate(wanted: list[tuple[str | None, uuid.UUID | None]]) -> tuple[list[A
         else:
             valid.append((name, topic_id))
     return refused, valid
+
+
+def _name_denied(ctx: BrokerContext, req: Request, name: str) -> bool:
+    """A topic named without DELETE: refused, unless the principal may DESCRIBE it and it does not exist
+    (then it is answered as unknown)."""
+    if ctx.authorize(req, AclOperation.DELETE, ResourceType.TOPIC, name):
+        return False
+    return ctx.topic(name) is not None or not ctx.authorize(req, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+
+
+def _denied(name: str | None, topic_id: uuid.UUID) -> Any:
+    return TR(name=name, topic_id=topic_id, error_code=E.TOPIC_AUTHORIZATION_FAILED,
+              error_message="Topic authorization failed.")  # fmt: skip
 
 
 def _invalid(name: str | None, topic_id: uuid.UUID | None, message: str) -> Any:

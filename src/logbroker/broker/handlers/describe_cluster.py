@@ -1,9 +1,15 @@
-"""DescribeCluster (60): one ctx, which is also the controller."""
+"""DescribeCluster (60): one ctx, which is also the controller.
+
+Kafka refuses no one here (AuthHelper.computeDescribeClusterResponse): asked for the cluster's authorized
+operations, a principal without DESCRIBE on the cluster gets none, one with it gets every cluster operation
+it may do; not asked, the field keeps its default."""
 
 from __future__ import annotations
 
 from logbroker.protocol import ApiKey, Request, api
 
+from ..auth.acls import CLUSTER_NAME, AclOperation, ResourceType
+from ..auth.checks import authorized_operations
 from ..context import BrokerContext
 from ..dispatch import handles
 
@@ -17,7 +23,7 @@ UNSUPPORTED_ENDPOINT_TYPE = 115
 BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
 
 
-@handles(ApiKey.DescribeCluster, 0, 1)
+@handles(ApiKey.DescribeCluster, 0, 2)
 def handle(ctx: BrokerContext, req: Request) -> R:
     endpoint = req.body.endpoint_type if req.version >= 1 else BROKER_ENDPOINT
     if endpoint != BROKER_ENDPOINT:
@@ -37,6 +43,11 @@ def handle(ctx: BrokerContext, req: Request) -> R:
             brokers=[],
             authorized_operations=None,
         )
+    ops: set[int] | None = None
+    if req.body.include_cluster_authorized_operations:
+        ops = set()
+        if ctx.authorize(req, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+            ops = authorized_operations(ctx, req, ResourceType.CLUSTER, CLUSTER_NAME)
     return R(
         throttle_time_ms=0,
         error_code=0,
@@ -46,8 +57,12 @@ def handle(ctx: BrokerContext, req: Request) -> R:
         controller_id=ctx.node_id,
         brokers=[
             R.DescribeClusterBroker(
-                broker_id=ctx.node_id, host=ctx.endpoint(req.listener)[0], port=ctx.endpoint(req.listener)[1], rack=None
+                broker_id=ctx.node_id,
+                host=ctx.endpoint(req.listener)[0],
+                port=ctx.endpoint(req.listener)[1],
+                rack=None,
+                is_fenced=False,
             )
         ],
-        authorized_operations=None,
+        authorized_operations=ops,
     )

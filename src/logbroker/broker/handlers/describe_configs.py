@@ -1,4 +1,7 @@
-"""DescribeConfigs (32): topic configs (overrides and defaults) and the broker's own settings."""
+"""DescribeConfigs (32): topic configs (overrides and defaults) and the broker's own settings.
+
+Needs DESCRIBE_CONFIGS on each topic (or group), or on the cluster for broker resources; refused resources
+are answered after the others, with the error's default message and no configs (ConfigHelper)."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from logbroker.storage.configs import TOPIC_CONFIGS, ConfigType
 from logbroker.storage.manager import MAX_TOPIC_NAME, TopicError, validate_topic_name
 
 from .. import loggers
+from ..auth.checks import describe_configs_denial
 from ..configs import DEFAULT, DYNAMIC_TOPIC, Entry
 from ..context import BrokerContext
 from ..dispatch import handles
@@ -79,8 +83,14 @@ def handle(ctx: BrokerContext, req: Request) -> R:
                 for res in req.body.resources
             ],
         )
-    results = []
+    results, denied = [], []
     for res in req.body.resources:
+        refusal = describe_configs_denial(ctx, req, res.resource_type, res.resource_name)
+        if refusal is not None:
+            code, message = refusal
+            denied.append(RR(error_code=code, error_message=message, resource_type=res.resource_type,
+                             resource_name=res.resource_name, configs=[]))  # fmt: skip
+            continue
         keys = list(res.configuration_keys) if res.configuration_keys is not None else None
         err, msg, entries = 0, "", []  # Kafka sends an empty message, not null, with no error
         if res.resource_type == TOPIC:
@@ -131,4 +141,4 @@ def handle(ctx: BrokerContext, req: Request) -> R:
                 configs=configs,
             )
         )
-    return R(throttle_time_ms=0, results=results)
+    return R(throttle_time_ms=0, results=results + denied)

@@ -2,6 +2,8 @@
 space, as Kafka's ReplicaManager.describeLogDirs reports them (KIP-113; total/usable bytes from v4, KIP-827).
 
 Versions 1-5 as Kafka 4.4 serves them (v0 was removed in 4.0); the Java admin client and kafka-log-dirs send v5.
+Needs DESCRIBE on the cluster: without it no dir is listed, and from v3 (which has the field) the answer's
+error code is CLUSTER_AUTHORIZATION_FAILED (KafkaApis.handleDescribeLogDirsRequest).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import Any
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
 
+from ..auth.acls import AclOperation
+from ..auth.checks import cluster_denial
 from ..context import BrokerContext
 from ..dispatch import handles
 
@@ -43,6 +47,8 @@ def volume_space(path: str) -> tuple[int, int]:
 
 @handles(ApiKey.DescribeLogDirs, 1, 5)
 def handle(ctx: BrokerContext, req: Request) -> R:
+    if cluster_denial(ctx, req, AclOperation.DESCRIBE) is not None:
+        return R(throttle_time_ms=0, error_code=E.CLUSTER_AUTHORIZATION_FAILED, results=[])
     wanted = _wanted(req.body.topics)
     path = log_dir(ctx)
     try:

@@ -1,5 +1,9 @@
 """IncrementalAlterConfigs (44, KIP-339): SET, DELETE, APPEND and SUBTRACT single configs of a topic or
-of the broker's dynamic layers."""
+of the broker's dynamic layers.
+
+Authorization as Kafka's: after the broker's preprocessing (duplicates, duplicate keys, the broker id), the
+controller needs ALTER_CONFIGS on the topic or the cluster; broker loggers need CLUSTER_ACTION on the cluster
+(checked first by Kafka's RuntimeLoggerManager)."""
 
 from __future__ import annotations
 
@@ -12,10 +16,11 @@ from logbroker.protocol import ErrorCode as E
 from logbroker.storage.configs import TOPIC_CONFIGS, ConfigError, ConfigType
 
 from .. import loggers
+from ..auth.checks import alter_configs_denial
 from ..configs import BROKER_CONFIGS
 from ..context import BrokerContext
 from ..dispatch import handles
-from ._configs import Edit, alter, duplicates
+from ._configs import BROKER, Edit, alter, duplicates
 
 API = api(ApiKey.IncrementalAlterConfigs)
 R = API.response
@@ -36,6 +41,10 @@ def handle(ctx: BrokerContext, req: Request) -> R:
             err, msg = E.INVALID_REQUEST, "Each resource must appear at most once."
         elif any(n > 1 for n in Counter(c.name for c in res.configs).values()):
             err, msg = E.INVALID_REQUEST, "Error due to duplicate config keys"
+        elif (refused := _preprocess_refusal(ctx, res)) is not None:
+            err, msg = E.INVALID_REQUEST, refused
+        elif (denied := alter_configs_denial(ctx, req, res.resource_type, res.resource_name)) is not None:
+            err, msg = denied
         else:
             try:
                 err, msg = alter(ctx, res, _operations(res.configs), req.body.validate_only, _loggers(res.configs))
@@ -44,6 +53,20 @@ def handle(ctx: BrokerContext, req: Request) -> R:
         out.append(RR(error_code=err, error_message=msg, resource_type=res.resource_type,
                       resource_name=res.resource_name))  # fmt: skip
     return R(throttle_time_ms=0, responses=out)
+
+
+def _preprocess_refusal(ctx: BrokerContext, res: Any) -> str | None:
+    """The broker's preprocessing (ConfigAdminManager.preprocess), before the controller authorizes: a null
+    value other than a DELETE's, then a broker resource naming another broker."""
+    nulls = [c.name for c in res.configs if c.config_operation != DELETE and c.value is None]
+    if nulls:
+        return "Null value not supported for : " + ", ".join(nulls)
+    if res.resource_type == BROKER:
+        try:
+            ctx.configs.check_scope(res.resource_name)
+        except ConfigError as exc:
+            return str(exc)
+    return None
 
 
 def _operations(configs: list[Any]) -> Edit:
