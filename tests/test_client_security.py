@@ -307,6 +307,23 @@ def test_groups_of_a_secured_consumer_described_and_reset(secured: Secured, cert
     assert [(o["partition"], o["committed"]) for o in json.loads(after.stdout)["offsets"]] == [(0, 0)]
 
 
+def test_bench_on_a_secured_cluster(secured: Secured, certs: Path, tmp_path: Path) -> None:
+    """`logbroker bench --bootstrap` with a properties file: every librdkafka client of the run logs in."""
+    f = properties(tmp_path / "bench.properties", "SASL_SSL", certs, "SCRAM-SHA-256")
+    r = logbroker("bench", "-b", secured.listener_bootstrap("SASL_SSL"), "--command-config", str(f), "--workloads",
+                  "throughput,latency", "--records-100b", "300", "--records-1kb", "100", "--latency-samples", "20",
+                  "--no-chart", "--out", str(tmp_path / "out"))  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert list(results["targets"]) == ["cluster"]
+    cluster = results["targets"]["cluster"]
+    assert cluster["status"] == "ok" and cluster["metrics"]["produce_100B_records_per_s"] > 0, cluster
+    assert "over SASL_SSL (SCRAM-SHA-256 as alice)" in cluster["notes"]
+    # Without the security options the same cluster cannot be reached: the run fails, not hangs.
+    refused = logbroker("bench", "--targets", "logbroker", "--command-config", str(f), "--no-chart")
+    assert refused.returncode == 2 and "apply to --bootstrap" in refused.stderr
+
+
 # ----------------------------------------------------------------------------- the faces
 
 

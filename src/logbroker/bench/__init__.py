@@ -5,6 +5,9 @@ same confluent-kafka (librdkafka) client code with the same settings, one target
 so the numbers differ only by broker. Targets never overlap because the machines we run on have
 two shared cores: a broker still running in the background would steal CPU from the next one.
 
+``--bootstrap HOST:PORT`` adds a cluster that is already running (``cluster``), reached with the security
+options of the client commands (``--command-config`` or flags: TLS, SASL PLAIN/SCRAM).
+
 Workloads (``--workloads``, all by default):
 
 * ``throughput``: produce then consume N records of 100 B and of 1 KB on a fresh 1-partition topic;
@@ -57,7 +60,7 @@ from logbroker.bench.model import (
     parse_workloads,
 )
 from logbroker.bench.report import _ratios, render_table, write_chart  # noqa: F401 - _ratios: tests rate synthetic results
-from logbroker.bench.targets import kafka_target, logbroker_target, tansu_target
+from logbroker.bench.targets import cluster_target, kafka_target, logbroker_target, tansu_target
 from logbroker.bench.workloads import percentile
 
 __all__ = [
@@ -68,6 +71,7 @@ __all__ = [
     "BenchError",
     "Metric",
     "Target",
+    "cluster_target",
     "create_topic",
     "kafka_target",
     "logbroker_target",

@@ -1,5 +1,9 @@
 """confluent-kafka (librdkafka) client settings and the helpers every workload shares: waiting for a
-broker, creating topics, closing clients."""
+broker, creating topics, closing clients.
+
+Every client starts from `connection(bootstrap)`: the bootstrap plus, for a secured cluster (the ``cluster``
+target of `logbroker bench --bootstrap ... --command-config ...`), the librdkafka security settings the shared
+layer (`logbroker._kafka.settings`) makes of it, registered for that bootstrap while the target runs."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -19,13 +23,37 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from logbroker.bench.model import READY_TIMEOUT_S, REBALANCE_HEARTBEAT_MS, BenchError
 from logbroker.client.connection import parse_bootstrap
 
+if TYPE_CHECKING:
+    from logbroker._kafka.settings import KafkaSettings
+
 _CLIENT_LOGGER = logging.getLogger("logbroker.bench.clients")
+_SECURITY: dict[str, dict[str, Any]] = {}  # bootstrap -> librdkafka security settings
+
+
+@contextlib.contextmanager
+def secured(bootstrap: str, settings: KafkaSettings | None) -> Any:
+    """While the block runs, every client of ``bootstrap`` connects with ``settings`` (TLS, SASL)."""
+    from logbroker._kafka.settings import librdkafka_config
+
+    if settings is not None:
+        conf = librdkafka_config(settings)
+        conf.pop("bootstrap.servers", None)
+        _SECURITY[bootstrap] = conf
+    try:
+        yield
+    finally:
+        _SECURITY.pop(bootstrap, None)
+
+
+def connection(bootstrap: str) -> dict[str, Any]:
+    """Where to connect and how: the base of every client configuration here."""
+    return {**_SECURITY.get(bootstrap, {}), "bootstrap.servers": bootstrap}
 
 
 def producer_config(bootstrap: str) -> dict[str, Any]:
     """Throughput producer: big batches and queues so librdkafka, not Python, sets the pace."""
     return {
-        "bootstrap.servers": bootstrap,
+        **connection(bootstrap),
         "acks": "all",
         "linger.ms": 5,
         "batch.size": 1_048_576,
@@ -43,7 +71,7 @@ def producer_config(bootstrap: str) -> dict[str, Any]:
 def latency_producer_config(bootstrap: str) -> dict[str, Any]:
     """Latency producer: no lingering, so a sample is one request round trip plus broker work."""
     return {
-        "bootstrap.servers": bootstrap,
+        **connection(bootstrap),
         "acks": "all",
         "linger.ms": 0,
         "compression.type": "none",
@@ -53,7 +81,7 @@ def latency_producer_config(bootstrap: str) -> dict[str, Any]:
 def consumer_config(bootstrap: str) -> dict[str, Any]:
     """Read-back consumer: manual assign, no commits, minimal fetch back-off."""
     return {
-        "bootstrap.servers": bootstrap,
+        **connection(bootstrap),
         "group.id": f"bench-{uuid.uuid4().hex[:12]}",
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
@@ -66,7 +94,7 @@ def txn_producer_config(bootstrap: str, transactional_id: str) -> dict[str, Any]
     """Transactional producer: a transaction is 10 records and a commit, sent at once (commit flushes,
     so lingering would only add delay); acks=all and idempotence are what transactions imply."""
     return {
-        "bootstrap.servers": bootstrap,
+        **connection(bootstrap),
         "transactional.id": transactional_id,
         "acks": "all",
         "linger.ms": 0,
@@ -120,7 +148,7 @@ def wait_ready(
                 raise BenchError(f"{bootstrap} did not accept connections within {timeout:.0f}s") from None
             time.sleep(0.1)
 
-    admin = AdminClient(_with_logger({"bootstrap.servers": bootstrap}))
+    admin = AdminClient(_with_logger(connection(bootstrap)))
     last_exc: Exception | None = None
     while time.monotonic() < deadline:
         check_alive()
@@ -151,7 +179,7 @@ def create_topic(bootstrap: str, topic: str, timeout: float = 30.0, partitions: 
     Falls back to broker auto-creation (a producer's metadata request) for brokers that do not
     implement CreateTopics.
     """
-    admin = AdminClient(_with_logger({"bootstrap.servers": bootstrap}))
+    admin = AdminClient(_with_logger(connection(bootstrap)))
     method = "create_topics"
     try:
         futures = admin.create_topics(
@@ -170,7 +198,7 @@ def create_topic(bootstrap: str, topic: str, timeout: float = 30.0, partitions: 
             time.sleep(0.1)
     # Either CreateTopics failed or its result never showed up in metadata: let the broker
     # auto-create it on a producer metadata request.
-    producer = Producer(_with_logger({"bootstrap.servers": bootstrap}))
+    producer = Producer(_with_logger(connection(bootstrap)))
     try:
         while time.monotonic() < deadline:
             if _topic_ready(producer, topic, partitions):
@@ -193,7 +221,7 @@ def _close_producer(producer: Producer) -> None:
 
 def group_consumer_config(bootstrap: str, group: str) -> dict[str, Any]:
     """A group consumer with librdkafka's defaults: only where to connect and which group."""
-    return {"bootstrap.servers": bootstrap, "group.id": group}
+    return {**connection(bootstrap), "group.id": group}
 
 
 def rebalance_consumer_config(bootstrap: str, group: str) -> dict[str, Any]:

@@ -11,12 +11,15 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from logbroker.bench.clients import wait_ready
+from logbroker.bench.clients import secured, wait_ready
 from logbroker.bench.model import READY_TIMEOUT_S, Target, _Unavailable
 from logbroker.testing import peers
 from logbroker.testing.process import BrokerProcess
+
+if TYPE_CHECKING:
+    from logbroker._kafka.settings import KafkaSettings
 
 
 def logbroker_target(
@@ -100,3 +103,18 @@ def kafka_target(jar_dir: str | Path | None = None) -> Target | str:
         "acks=all returns before fsync (page cache)"
     )
     return Target("kafka", _peer_context(lambda: peers.KafkaPeer(jars)), notes)
+
+
+def cluster_target(bootstrap: str, security: KafkaSettings | None = None, name: str = "cluster") -> Target:
+    """A cluster that is already running (nothing started or stopped), reached with ``security`` (TLS,
+    SASL) when given: every client of the run gets the shared layer's librdkafka settings for it."""
+
+    @contextlib.contextmanager
+    def start() -> Iterator[str]:
+        with secured(bootstrap, security):
+            yield bootstrap
+
+    how = "" if security is None else f" over {security.security_protocol}"
+    if security is not None and security.uses_sasl:
+        how += f" ({security.sasl_mechanism} as {security.sasl_username})"
+    return Target(name, start, f"a running cluster at {bootstrap}{how}")

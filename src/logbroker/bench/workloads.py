@@ -20,6 +20,7 @@ from logbroker.bench.clients import (
     _close_consumer,
     _close_producer,
     _with_logger,
+    connection,
     consumer_config,
     group_consumer_config,
     latency_producer_config,
@@ -373,7 +374,7 @@ def initial_rebalance_delay(bootstrap: str) -> str | None:
     """``group.initial.rebalance.delay.ms`` as the broker reports it (DescribeConfigs), if it does."""
     from confluent_kafka.admin import ConfigResource, ResourceType
 
-    admin = AdminClient(_with_logger({"bootstrap.servers": bootstrap}))
+    admin = AdminClient(_with_logger(connection(bootstrap)))
     try:
         brokers = admin.list_topics(timeout=10).brokers
         resource = ConfigResource(ResourceType.BROKER, str(min(brokers)))

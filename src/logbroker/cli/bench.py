@@ -4,12 +4,30 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from logbroker.cli.common import SECURITY
+
+if TYPE_CHECKING:
+    from logbroker._kafka.settings import KafkaSettings
+
 
 @click.command()
-@click.option("--targets", default="logbroker,tansu,kafka", show_default=True, help="Comma list of brokers to run.")
+@click.option(
+    "--targets",
+    default=None,
+    help="Comma list of brokers to start and run: logbroker, tansu, kafka. Default: all three, or none with "
+    "--bootstrap.",
+)
+@click.option(
+    "-b",
+    "--bootstrap",
+    default=None,
+    help="Also benchmark a running cluster at HOST:PORT (target 'cluster'), with the security options below.",
+)
+@SECURITY
 @click.option(
     "--workloads",
     default="throughput,latency,groups,transactions",
@@ -28,7 +46,9 @@ import click
 @click.option("--kafka-jar-dir", type=click.Path(path_type=Path), help="Apache Kafka jars (default .ci/cache/jars).")
 @click.option("--no-chart", is_flag=True)
 def bench(
-    targets: str,
+    targets: str | None,
+    bootstrap: str | None,
+    security: KafkaSettings | None,
     workloads: str,
     quick: bool,
     records_100b: int | None,
@@ -42,12 +62,19 @@ def bench(
     no_chart: bool,
 ) -> None:
     """Throughput, acks=all latency, consumer-group timings and transactions, logbroker and its peers side by side."""
-    from logbroker.bench import parse_targets, parse_workloads, run_bench
+    from logbroker.bench import cluster_target, parse_targets, parse_workloads, run_bench
 
-    try:
-        names = parse_targets(targets)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--targets") from None
+    if security is not None and bootstrap is None:
+        raise click.UsageError("security options apply to --bootstrap (a running cluster); the started brokers "
+                               "are plain")  # fmt: skip
+    names: list[Any] = []
+    if targets is not None or bootstrap is None:
+        try:
+            names = parse_targets(targets or "logbroker,tansu,kafka")
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--targets") from None
+    if bootstrap is not None:
+        names.append(cluster_target(bootstrap, security))
     try:
         selected = parse_workloads(workloads)
     except ValueError as exc:
