@@ -358,3 +358,32 @@ def test_kafka_refuses_a_client_without_a_certificate_where_one_is_required(
     wrong_ca = cli("topics", "list", "-b", kafka.listener_bootstrap("TLS"), "--ssl-ca", str(other / "ca.crt"))
     assert wrong_ca.exit_code == 1
     assert "certificate was not accepted" in wrong_ca.output and "Traceback" not in wrong_ca.output
+
+
+def test_the_readme_set_up_runs_as_written(tmp_path: Path) -> None:
+    """`certs init`, `serve --config broker.toml`, a client with client.properties (the README's three
+    commands; only the listeners' ports are moved off 9093/9094 for the test)."""
+    d = make_certs(tmp_path / "tls", "--client", "alice", "--key-password", KEY_PASSWORD)
+    ssl_port, sasl_port = free_ports(2)
+    broker = BrokerProcess(tmp_path / "data", port=sasl_port, extra_args=[
+        "--config", str(d / "broker.toml"),
+        "--listeners", f"SSL://127.0.0.1:{ssl_port},SASL_SSL://127.0.0.1:{sasl_port}"])  # fmt: skip
+    broker.start()
+    try:
+        sasl, mtls = f"127.0.0.1:{sasl_port}", f"127.0.0.1:{ssl_port}"
+        topic = unique("readme")
+        create_topic(sasl, topic, 1, "--command-config", str(d / "client.properties"))
+        sent = cli("produce", "-t", topic, "-b", mtls, "--command-config", str(d / "client-alice.properties"), "hi")
+        assert sent.exit_code == 0, sent.output
+        got = cli("consume", "-t", topic, "-b", sasl, "--command-config", str(d / "client.properties"),
+                  "--from-beginning", "-e")  # fmt: skip
+        assert got.exit_code == 0 and got.stdout.splitlines() == ["hi"], got.output
+        # A SCRAM user added over the authenticated connection logs in with SCRAM right away.
+        added = cli("users", "add", "carol", "--password", "carol-pw", "-b", sasl, "--command-config",
+                    str(d / "client.properties"))  # fmt: skip
+        assert added.exit_code == 0, added.output
+        scram = cli("topics", "list", "-b", sasl, "--ssl-ca", str(d / "ca.crt"), "--sasl-username", "carol",
+                    "--sasl-mechanism", "SCRAM-SHA-512", "--sasl-password", "carol-pw")  # fmt: skip
+        assert scram.exit_code == 0 and topic in scram.stdout, scram.output
+    finally:
+        assert broker.stop() == 0, broker.log_tail()
