@@ -120,23 +120,45 @@ class AclBinding:
 
     def sort_key(self) -> tuple[Any, ...]:
         """The fields in StandardAcl's comparison order; `_kafka_order` sorts the name descending."""
-        return (self.resource_type, self.name, self.pattern_type, self.operation, self.principal, self.host,
-                self.permission)
+        return (
+            self.resource_type,
+            self.name,
+            self.pattern_type,
+            self.operation,
+            self.principal,
+            self.host,
+            self.permission,
+        )
 
     def to_json(self) -> list[Any]:
-        return [int(self.resource_type), self.name, int(self.pattern_type), self.principal, self.host,
-                int(self.operation), int(self.permission)]
+        return [
+            int(self.resource_type),
+            self.name,
+            int(self.pattern_type),
+            self.principal,
+            self.host,
+            int(self.operation),
+            int(self.permission),
+        ]
 
     @classmethod
     def from_json(cls, v: list[Any]) -> AclBinding:
         rt, name, pt, principal, host, op, perm = v
-        return cls(ResourceType.from_code(rt), name, PatternType.from_code(pt), principal, host,
-                   AclOperation.from_code(op), AclPermissionType.from_code(perm))
+        return cls(
+            ResourceType.from_code(rt),
+            name,
+            PatternType.from_code(pt),
+            principal,
+            host,
+            AclOperation.from_code(op),
+            AclPermissionType.from_code(perm),
+        )
 
     def as_filter(self) -> AclBindingFilter:
         """The filter that matches exactly this binding (Kafka's AclBinding.toFilter)."""
-        return AclBindingFilter(self.resource_type, self.name, self.pattern_type, self.principal, self.host,
-                                self.operation, self.permission)
+        return AclBindingFilter(
+            self.resource_type, self.name, self.pattern_type, self.principal, self.host, self.operation, self.permission
+        )
 
 
 @dataclass(frozen=True, slots=True)
