@@ -1,4 +1,4 @@
-"""What the admin handlers share about authorization: Kafka's cluster-level check and its message, and the
+"""What handlers share about authorization: Kafka's cluster-level check and its message, and the
 authorized-operations bitfields (Kafka's AuthHelper.authorizeClusterOperation / authorizedOperations).
 
 Kafka's denial message embeds its own request object's toString (processor, connection id, buffers); the
@@ -18,9 +18,11 @@ if TYPE_CHECKING:
     from ..context import BrokerContext
 
 __all__ = [
+    "KAFKA_INTERNAL_TOPICS",
     "SUPPORTED_OPERATIONS",
     "alter_configs_denial",
     "authorized_operations",
+    "cluster_allows",
     "cluster_denial",
     "denial_message",
     "describe_configs_denial",
@@ -34,10 +36,14 @@ SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
     ResourceType.GROUP: (_Op.READ, _Op.DESCRIBE, _Op.DELETE, _Op.DESCRIBE_CONFIGS, _Op.ALTER_CONFIGS),
     ResourceType.CLUSTER: (_Op.CREATE, _Op.CLUSTER_ACTION, _Op.DESCRIBE_CONFIGS, _Op.ALTER_CONFIGS,
                            _Op.IDEMPOTENT_WRITE, _Op.ALTER, _Op.DESCRIBE),
-    ResourceType.TRANSACTIONAL_ID: (_Op.DESCRIBE, _Op.WRITE),
+    ResourceType.TRANSACTIONAL_ID: (_Op.DESCRIBE, _Op.WRITE, _Op.TWO_PHASE_COMMIT),
     ResourceType.DELEGATION_TOKEN: (_Op.DESCRIBE,),
     ResourceType.USER: (_Op.CREATE_TOKENS, _Op.DESCRIBE_TOKENS),
 }  # fmt: skip
+_ALL: dict[ResourceType, frozenset[int]] = {t: frozenset(map(int, ops)) for t, ops in SUPPORTED_OPERATIONS.items()}
+
+# Topics Kafka treats as internal by name (Topic.isInternal): never writable into a transaction by a client.
+KAFKA_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 def denial_message(req: Request, operation: AclOperation) -> str:
@@ -55,11 +61,19 @@ def cluster_denial(ctx: BrokerContext, req: Request, operation: AclOperation) ->
     return denial_message(req, operation)
 
 
-def authorized_operations(ctx: BrokerContext, req: Request, resource_type: ResourceType, name: str) -> set[int]:
+def authorized_operations(ctx: BrokerContext, req: Request, resource_type: ResourceType, name: str) -> frozenset[int]:
     """Kafka's authorizedOperations: the codes of the supported operations the principal may do on the
     resource (every supported one without an authorizer). The codec writes the set as Kafka's bitfield
     (1 << code each, Utils.to32BitField); None stands for "not requested" (-2147483648)."""
-    return {int(op) for op in SUPPORTED_OPERATIONS[resource_type] if ctx.authorize(req, op, resource_type, name)}
+    if ctx.authorizer is None:
+        return _ALL[resource_type]
+    ops = SUPPORTED_OPERATIONS[resource_type]
+    return frozenset(int(op) for op in ops if ctx.authorize(req, op, resource_type, name))
+
+
+def cluster_allows(ctx: BrokerContext, req: Request, operation: AclOperation) -> bool:
+    """`operation` on the cluster resource (Kafka's only cluster name, "kafka-cluster")."""
+    return ctx.authorize(req, operation, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
 # DescribeConfigs / AlterConfigs resource types (Kafka's ConfigResource.Type ids).

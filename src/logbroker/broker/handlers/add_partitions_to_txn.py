@@ -16,9 +16,9 @@ from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
 
 from ..auth.acls import AclOperation, ResourceType
+from ..auth.checks import KAFKA_INTERNAL_TOPICS
 from ..context import BrokerContext
 from ..dispatch import handles
-from ._authz import KAFKA_INTERNAL_TOPICS
 
 API = api(ApiKey.AddPartitionsToTxn)
 R = API.response

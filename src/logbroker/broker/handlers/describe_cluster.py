@@ -43,9 +43,9 @@ def handle(ctx: BrokerContext, req: Request) -> R:
             brokers=[],
             authorized_operations=None,
         )
-    ops: set[int] | None = None
+    ops: frozenset[int] | None = None
     if req.body.include_cluster_authorized_operations:
-        ops = set()
+        ops = frozenset()
         if ctx.authorize(req, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
             ops = authorized_operations(ctx, req, ResourceType.CLUSTER, CLUSTER_NAME)
     return R(

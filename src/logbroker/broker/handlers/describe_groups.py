@@ -14,9 +14,9 @@ from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
 
 from ..auth.acls import AclOperation, ResourceType
+from ..auth.checks import authorized_operations
 from ..context import BrokerContext, NoResponse
 from ..dispatch import handles
-from ._authz import authorized_operations
 from ._groups import fit_message
 
 API = api(ApiKey.DescribeGroups)

@@ -11,9 +11,9 @@ from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
 
 from ..auth.acls import AclOperation, ResourceType
+from ..auth.checks import cluster_allows
 from ..context import BrokerContext
 from ..dispatch import handles
-from ._authz import cluster_allows
 
 API = api(ApiKey.InitProducerId)
 R = API.response

@@ -6,9 +6,9 @@ from __future__ import annotations
 from logbroker.protocol import ApiKey, Request, api
 
 from ..auth.acls import AclOperation, ResourceType
+from ..auth.checks import cluster_allows
 from ..context import BrokerContext
 from ..dispatch import handles
-from ._authz import cluster_allows
 
 API = api(ApiKey.ListGroups)
 R = API.response

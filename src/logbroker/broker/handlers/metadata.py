@@ -14,9 +14,9 @@ from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
 
 from ..auth.acls import CLUSTER_NAME, AclOperation, ResourceType
+from ..auth.checks import KAFKA_INTERNAL_TOPICS, authorized_operations, cluster_allows
 from ..context import BrokerContext
 from ..dispatch import handles
-from ._authz import KAFKA_INTERNAL_TOPICS, authorized_operations, cluster_allows
 
 API = api(ApiKey.Metadata)
 R = API.response

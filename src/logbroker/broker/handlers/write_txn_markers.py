@@ -13,9 +13,9 @@ from logbroker.protocol import ErrorCode as E
 from logbroker.storage.producers import SequenceError
 
 from ..auth.acls import AclOperation
+from ..auth.checks import cluster_allows
 from ..context import BrokerContext
 from ..dispatch import handles
-from ._authz import cluster_allows
 
 API = api(ApiKey.WriteTxnMarkers)
 R = API.response
