@@ -187,9 +187,9 @@ def secured(
     if request.param == "kafka":
         yield request.getfixturevalue("kafka")
         return
-    broker = SecuredLogbroker(tmp_path_factory.mktemp("notify-secured") / "data", certs).start()
+    broker = SecuredLogbroker(tmp_path_factory.mktemp("notify-secured") / "data", certs)
     try:
-        yield broker
+        yield broker.start()
     finally:
         assert broker.proc.stop() == 0, broker.proc.log_tail()
 
