@@ -399,6 +399,7 @@ def spark() -> Iterator[Any]:
 
 
 @pytest.mark.spark
+@pytest.mark.timeout(600)
 def test_spark_pipeline_over_sasl_ssl(secured: Secured, certs: Path, spark: Any, tmp_path: Path) -> None:
     """Spark's connector reads with `kafka.security.protocol`, `kafka.sasl.jaas.config` and a PEM truststore,
     writes with them (a topic sink inheriting the source's security), and the confluent-kafka path of a
@@ -426,7 +427,7 @@ def test_spark_pipeline_over_sasl_ssl(secured: Secured, certs: Path, spark: Any,
         "checkpoint": str(tmp_path / "ckpt"),
     })  # fmt: skip
     assert spec.source.connector_options()["kafka.security.protocol"] == "SASL_SSL"
-    result = run(spec, spark=spark, progress=False, timeout=120)
+    result = run(spec, spark=spark, progress=False, timeout=300)
     assert result.rows_in == 3
     rows = sorted((r["key"].decode(), r["value"].decode()) for r in spark.read.parquet(str(tmp_path / "out")).collect())
     assert rows == [("a", "1"), ("b", "2"), ("c", "3")]

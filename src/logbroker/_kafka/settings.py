@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -253,11 +253,6 @@ def from_properties(props: Mapping[str, str], bootstrap_servers: str | None = No
         return KafkaSettings(servers, **kw)
     except ValueError as exc:
         raise SecurityConfigError(str(exc)) from None
-
-
-def with_overrides(settings: KafkaSettings, **fields: Any) -> KafkaSettings:
-    """``settings`` with the given fields replaced (None: keep), validated again."""
-    return replace(settings, **{k: v for k, v in fields.items() if v is not None})
 
 
 def java_client_properties(settings: KafkaSettings) -> dict[str, str]:
