@@ -125,7 +125,7 @@ class SecureBroker:
     bootstraps: dict[str, str]
     certs: dict[str, Path]
     process: Any = None  # BrokerProcess (logbroker) or KafkaPeer
-    extra: dict[str, Any] = field(default_factory=dict)
+    protocols: dict[str, str] = field(default_factory=lambda: dict(LISTENERS))  # listener -> security protocol
 
     def bootstrap(self, listener: str) -> str:
         return self.bootstraps[listener]
@@ -192,8 +192,9 @@ def logbroker_secure(
             yield broker
         return
     try:
-        broker = SecureBroker("logbroker", {n: f"{LOOPBACK}:{p}" for n, p in ports.items()}, certs, proc)
-        add_scram_users(broker)
+        bootstraps = {n: f"{LOOPBACK}:{p}" for n, p in ports.items()}
+        broker = SecureBroker("logbroker", bootstraps, certs, proc, dict(listeners))
+        add_scram_users(broker, authorizer=bool((settings or {}).get("authorizer_class_name")))
         yield broker
     finally:
         rc = proc.stop()
@@ -257,26 +258,30 @@ def kafka_secure(
                 raise
     with peer:
         bootstraps = {"PLAINTEXT": peer.bootstrap} | {n: peer.listener_bootstrap(n) for n in extra}
-        broker = SecureBroker("kafka", bootstraps, certs, peer)
-        add_scram_users(broker)
+        broker = SecureBroker("kafka", bootstraps, certs, peer, dict(listeners))
+        add_scram_users(broker, authorizer=authorizer)
         yield broker
 
 
-def add_scram_users(broker: SecureBroker, timeout: float = 30.0) -> None:
-    """Every USERS entry as a SCRAM-SHA-256 and -512 user (AlterUserScramCredentials over PLAINTEXT, as an
-    admin would), then wait until a SCRAM login works (Kafka applies the change through its metadata log)."""
+def add_scram_users(broker: SecureBroker, timeout: float = 30.0, authorizer: bool = False) -> None:
+    """Every USERS entry as a SCRAM-SHA-256 and -512 user (AlterUserScramCredentials over PLAINTEXT, or with
+    an authorizer as the PLAIN super user admin), then wait until a SCRAM login works (Kafka applies the
+    change through its metadata log)."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap("PLAINTEXT")})
+    if authorizer:
+        admin = AdminClient(client_config("confluent", broker, "SASL_PLAINTEXT", "PLAIN", user="admin"))
+    else:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap("PLAINTEXT")})
     for m in MECHANISMS[1:]:  # one mechanism per request: a user may appear once in each (Kafka's rule)
         info = ScramCredentialInfo(getattr(ScramMechanism, m.replace("-", "_")), 4096)
         upserts = [UserScramCredentialUpsertion(user, info, password.encode()) for user, password in USERS.items()]
         for fut in admin.alter_user_scram_credentials(upserts).values():
             fut.result(timeout)
-    if not any(p.startswith("SASL") for p in _protocols(broker)):
+    if not any(p.startswith("SASL") for p in broker.protocols.values()):
         return
-    sasl = next(n for n, p in _protocols(broker).items() if p == "SASL_PLAINTEXT" or p == "SASL_SSL")
+    sasl = next(n for n, p in broker.protocols.items() if p.startswith("SASL"))
     deadline = time.monotonic() + timeout
     for m in MECHANISMS[1:]:
         while True:
@@ -288,10 +293,6 @@ def add_scram_users(broker: SecureBroker, timeout: float = 30.0) -> None:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.3)
-
-
-def _protocols(broker: SecureBroker) -> dict[str, str]:
-    return {n: LISTENERS.get(n, n) for n in broker.bootstraps}
 
 
 # ----------------------------------------------------------------------------------- client settings
@@ -308,7 +309,7 @@ def client_config(
 ) -> dict[str, Any]:
     """The settings of `client` ("confluent" also for kcat, "kafka-python", "aiokafka", "java") for one
     listener: the CA, a client certificate (`cert`: "client", "admin", "rogue"), SASL user and password."""
-    protocol = LISTENERS.get(listener, listener)
+    protocol = broker.protocols.get(listener, listener)
     certs = broker.certs
     password = USERS.get(user, "nobody-secret") if password is None else password
     tls, sasl = "SSL" in protocol, protocol.startswith("SASL")

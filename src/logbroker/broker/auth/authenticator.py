@@ -2,7 +2,8 @@
 
 Kafka's SaslServerAuthenticator is the spec: before authentication a connection may send ApiVersions (once)
 and SaslHandshake; a v0 handshake is followed by raw token frames (KIP-43), a v1 handshake by SaslAuthenticate
-requests (KIP-152). Anything else closes the connection. A failed authentication is answered
+requests (KIP-152). Anything else closes the connection (a request where a SaslAuthenticate is due gets its
+error response first, as Kafka's handleSaslToken does). A failed authentication is answered
 SASL_AUTHENTICATION_FAILED (raw tokens get no answer) and the connection is closed; an unknown mechanism gets
 UNSUPPORTED_SASL_MECHANISM with the enabled list. With `connections.max.reauth.ms` the session expires: the
 client re-authenticates in band (KIP-368: a new SaslHandshake on the live connection, at most once a second,
@@ -128,7 +129,7 @@ class SaslSession:
             return self._fail_silently(self._bad_mechanism)
         if self.stage is Stage.AUTHENTICATE and not self.raw:
             if key != ApiKey.SaslAuthenticate:
-                return self._fail_silently(f"unexpected {_name(key)} request during SASL authentication")
+                return self._refuse_request(req)
             return self._authenticate(req)
         return self._fail_silently(f"unexpected {_name(key)} request in SASL state {self.stage.name}")
 
@@ -212,6 +213,20 @@ class SaslSession:
         self.expires_at = self._clock() + lifetime / 1000 if lifetime > 0 or token_expiry is not None else None
         out.authenticated = True
         return lifetime
+
+    def _refuse_request(self, req: Request) -> Outcome:
+        """Another request where a SaslAuthenticate is due: Kafka answers it with its own error response
+        (ILLEGAL_SASL_STATE where the response has a top-level error code), after the failure delay, then
+        closes the connection."""
+        self.stage = Stage.FAILED
+        failure = SaslFailure(f"Unexpected Kafka request of type {_name(req.api_key)} during SASL authentication.")
+        try:
+            response = api(req.api_key).response()
+            if hasattr(response, "error_code"):
+                response.error_code = int(E.ILLEGAL_SASL_STATE)
+        except Exception:  # a response the codec cannot make empty: close unanswered
+            return Outcome(close=True, failure=failure)
+        return Outcome(response=response, failure=failure)
 
     def _fail_silently(self, detail: str) -> Outcome:
         self.stage = Stage.FAILED
