@@ -265,7 +265,7 @@ GARBAGE = {
 }
 GARBAGE_LOG = {
     "http": "request of 1195725856 bytes exceeds socket.request.max.bytes=104857600",
-    "tls-hello": "exceeds socket.request.max.bytes=104857600",
+    "tls-hello": "a TLS handshake on listener PLAINTEXT, which is PLAINTEXT (request of 369295616 bytes exceeds",
     "negative-size": "request of -2 bytes",
     "unknown-key-junk": "unknown API key -8531",
     "known-key-junk": "client id overruns the request",

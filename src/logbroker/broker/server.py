@@ -428,10 +428,11 @@ class ClientConnection(asyncio.BufferedProtocol):
             self.broker.stats["protocol_errors"] += 1
             if isinstance(exc, FrameTooLarge) and exc.size >> 16 == _TLS_RECORD and not self.listener.tls:
                 log.warning(
-                    "closing connection from %s: a TLS handshake on listener %s, which is %s",
+                    "closing connection from %s: a TLS handshake on listener %s, which is %s (%s)",
                     self.peer,
                     self.listener.spec.name,
                     self.listener.spec.protocol,
+                    exc,
                 )
             elif self.sasl is not None and self.sasl.in_exchange:
                 log.info("Failed authentication with %s (listener %s): %s", self.host, self.listener.spec.name, exc)
