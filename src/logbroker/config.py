@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -274,7 +275,8 @@ class BrokerSettings(BaseSettings):
     transaction_remove_expired_transaction_cleanup_interval_ms: int = Field(
         3_600_000, ge=1, description="how often expired transactional ids are removed"
     )
-    log_level: str = "INFO"
+    log_level: str = Field("INFO", description="DEBUG, INFO, WARNING, ERROR or CRITICAL")
+    log_format: str = Field("text", description="text, or json: one JSON object per line (for log shippers)")
 
     @field_validator("listen")
     @classmethod
@@ -305,6 +307,13 @@ class BrokerSettings(BaseSettings):
         if v.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
             raise ValueError("log_level must be DEBUG, INFO, WARNING, ERROR or CRITICAL")
         return v.upper()
+
+    @field_validator("log_format")
+    @classmethod
+    def _log_format(cls, v: str) -> str:
+        if v.lower() not in ("text", "json"):
+            raise ValueError("log_format must be text or json")
+        return v.lower()
 
     @field_validator("max_connections_per_ip_overrides")
     @classmethod
@@ -491,6 +500,25 @@ def format_validation_error(exc: ValidationError, names: dict[str, str] | None =
             msg = "unknown setting"
         lines.append(f"invalid config: {key}: {msg}")
     return "\n".join(lines)
+
+
+ENV_PREFIX = "LOGBROKER_"
+# LOGBROKER_* variables that are not BrokerSettings fields yet belong to logbroker: those of the client commands
+# are found on the CLI's options by `unknown_environment`'s caller; these belong to the faces and the tooling.
+OTHER_ENV = frozenset({"LOGBROKER_JARS_DIR", "LOGBROKER_TEST_TARGET", "LOGBROKER_REQUIRE_PEERS",
+                       "LOGBROKER_DEMO_TEST_MARK", "LOGBROKER_SASL_PASSWORD", "LOGBROKER_BOOTSTRAP",
+                       "LOGBROKER_CERTS_KEY_PASSWORD"})  # fmt: skip
+OTHER_ENV_PREFIXES = ("LOGBROKER_MQ_",)  # logbroker.mq's settings (`__` nests)
+
+
+def unknown_environment(environ: Mapping[str, str], known: Iterable[str] = ()) -> list[str]:
+    """LOGBROKER_* variables no part of logbroker reads: a misspelt setting would otherwise be ignored silently
+    (pydantic-settings reads only the names of fields). `known`: more names that are read (CLI options)."""
+    names = {ENV_PREFIX + f.upper() for f in BrokerSettings.model_fields} | OTHER_ENV | set(known)
+    return sorted(
+        k for k in environ if k.upper().startswith(ENV_PREFIX) and k.upper() not in names
+        and not k.upper().startswith(OTHER_ENV_PREFIXES)
+    )  # fmt: skip
 
 
 def load_settings(

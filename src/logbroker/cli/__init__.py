@@ -1,7 +1,7 @@
 """The `logbroker` command: one module per command group.
 
-`serve` (the broker), `topics`, `produce`/`consume` (`records`), `groups`, `users`, `certs`, `bench` (which loads the
-`logbroker.bench` tooling only when it runs) and, loaded on use because of their optional
+`serve` (the broker), `config` (its settings), `topics`, `produce`/`consume` (`records`), `groups`, `users`, `certs`,
+`bench` (which loads the `logbroker.bench` tooling only when it runs) and, loaded on use because of their optional
 dependencies, `demo` and `pipeline` (`logbroker.spark.cli`).
 """
 
@@ -12,6 +12,7 @@ import click
 from logbroker import __version__
 from logbroker.cli import bench as _bench
 from logbroker.cli import certs as _certs
+from logbroker.cli import config_cmd as _config_cmd
 from logbroker.cli import groups as _groups
 from logbroker.cli import records as _records
 from logbroker.cli import serve as _serve
@@ -77,6 +78,7 @@ for _command in (
     _bench.bench,
     _users.users,
     _certs.certs,
+    _config_cmd.config,
 ):
     main.add_command(_command)
 del _command

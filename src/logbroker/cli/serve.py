@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -48,8 +49,16 @@ from logbroker.config import ConfigError, load_settings
 @click.option("--auto-create-topics/--no-auto-create-topics", default=None)
 @click.option("--message-max-bytes", type=int)
 @click.option("--log-level", help="DEBUG, INFO, WARNING, ERROR.")
+@click.option(
+    "--log-format", type=click.Choice(["text", "json"]), help="text (default), or one JSON object per line."
+)
 def serve(config_file: Path | None, **flags: object) -> None:
-    """Run the embedded broker until SIGTERM or Ctrl-C."""
+    """Run the embedded broker until SIGTERM or Ctrl-C.
+
+    Only the common settings have flags here. Every setting can be set in the --config file (its Kafka
+    property name, or logbroker.<setting>) or as a LOGBROKER_<SETTING> environment variable: run
+    `logbroker config list` to see them all with their names, types and defaults.
+    """
     notes: list[str] = []
     authorizer = flags.pop("authorizer")
     if authorizer is not None:
@@ -61,9 +70,15 @@ def serve(config_file: Path | None, **flags: object) -> None:
     except ConfigError as exc:
         click.echo(str(exc), err=True)
         sys.exit(2)
-    logging.basicConfig(
-        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    from logbroker.broker.loggers import setup as setup_logging
+    from logbroker.cli.config_cmd import cli_envvars
+    from logbroker.config import unknown_environment
+
+    setup_logging(settings.log_level, settings.log_format)
+    unknown = unknown_environment(os.environ, cli_envvars(click.get_current_context().find_root().command))
+    if unknown:
+        notes.append(f"ignoring unknown LOGBROKER_ environment variables (see `logbroker config list`): "
+                     f"{', '.join(unknown)}")  # fmt: skip
     for note in notes:
         logging.getLogger("logbroker.config").warning("%s", note)
     from logbroker.broker import Broker
