@@ -33,6 +33,8 @@ from logbroker.storage.configs import (
 )
 from logbroker.storage.log import LogConfig, _write_atomic
 
+from .loggers import config_values
+
 log = logging.getLogger("logbroker.broker")
 
 # DescribeConfigs' config_source.
@@ -200,6 +202,11 @@ class BrokerConfigs:
         except ConfigError as exc:
             log.error("dynamic broker configs in %s are not applied: %s", path, exc)
             self.dynamic = {"": {}, self.node: {}}
+            return
+        for scope, values in self.dynamic.items():
+            if values:
+                which = f"broker {scope}" if scope else "cluster-wide default"
+                log.info("dynamic broker configs in force (%s): %s", which, config_values(values))
 
     def _save(self, dynamic: Mapping[str, Mapping[str, str]]) -> None:
         self.dir.mkdir(exist_ok=True)

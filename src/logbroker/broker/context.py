@@ -38,8 +38,10 @@ from .auth.users import UserStore
 from .configs import BrokerConfigs
 from .flusher import Flusher
 from .groups.coordinator import Coordinator, CoordinatorConfig
+from .groups.model import for_log
 from .groups.store import GroupStore
 from .log_cleaner import LogCleaner
+from .loggers import config_changes, config_values
 from .producer_ids import ProducerIdAllocator
 from .txn import TxnCoordinator, TxnSettings, TxnStore
 
@@ -124,16 +126,25 @@ class BrokerContext:
 
     def alter_broker_configs(self, scope: str, values: Mapping[str, str], validate_only: bool) -> None:
         """Replace one dynamic layer (durably) and apply it: topics without overrides follow at once."""
+        before = dict(self.configs.dynamic.get(scope, {}))
         self.configs.alter(scope, values, validate_only)
         if not validate_only:
+            if changed := config_changes(before, values):
+                which = f"broker {scope}" if scope else "cluster-wide default"
+                log.info("broker configs changed (%s): %s", which, changed)
             self._storage.set_defaults(self.configs.log_defaults())
             if self.cleaner is not None:
                 self.cleaner.kick()
 
     def alter_topic_configs(self, name: str, overrides: Mapping[str, str], validate_only: bool) -> None:
+        meta = self.topic(name)
+        before = dict(meta.configs) if meta is not None else {}
         self._storage.alter_topic_configs(name, overrides, validate_only)
-        if not validate_only and self.cleaner is not None:
-            self.cleaner.kick()
+        if not validate_only:
+            if changed := config_changes(before, overrides):
+                log.info("topic %s: configs changed: %s", for_log(name), changed)
+            if self.cleaner is not None:
+                self.cleaner.kick()
 
     @property
     def clean_start(self) -> bool:
@@ -278,6 +289,9 @@ class BrokerContext:
         """Write SCRAM credential changes durably, then make them the state."""
         await self._persist_internal(self.users.append(records))
         self.users.apply(records)
+        for (_kind, user, mechanism), value in records:  # the user and mechanism only, never the credential
+            what = "deleted" if value is None else "set"
+            log.info("SCRAM credential %s: user %s, %s", what, for_log(str(user)), mechanism)
 
     # ------------------------------------------------------------------ authorization
 
@@ -324,6 +338,7 @@ class BrokerContext:
         for b, r in zip(bindings, results, strict=True):
             if r is None:
                 self._authorizer.add(b)
+                log.info("ACL created: %s", _acl_text(b))
         return results
 
     async def delete_acls(self, filters: list[AclBindingFilter]) -> list[Refusal | list[AclBinding]]:
@@ -333,6 +348,9 @@ class BrokerContext:
             raise RuntimeError("no authorizer is configured")
         results = self._authorizer.delete(filters, self._acl_store)
         await self._persist_internal(self._acl_store.log)
+        for r in results:
+            for b in r if isinstance(r, list) else ():
+                log.info("ACL deleted: %s", _acl_text(b))
         return results
 
     @property
@@ -357,8 +375,9 @@ class BrokerContext:
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self._storage.get(topic, partition)
 
-    def ensure_topic(self, topic: str, allow_auto_create: bool = True) -> ErrorCode:
-        """NONE when `topic` exists or was just auto-created (Kafka's auto.create.topics.enable).
+    def ensure_topic(self, topic: str, allow_auto_create: bool = True, by: Request | None = None) -> ErrorCode:
+        """NONE when `topic` exists or was just auto-created (Kafka's auto.create.topics.enable); `by`: the
+        request that asked, named in the log line of an auto-creation.
 
         A topic whose data is on disk but cannot be served (damaged metadata) answers KAFKA_STORAGE_ERROR
         and is never auto-created anew; so does an auto-create that fails for lack of space or descriptors.
@@ -372,13 +391,17 @@ class BrokerContext:
             validate_topic_name(topic)
             if not (allow_auto_create and self.settings.auto_create_topics):
                 return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            storage.create_topic(topic, self.settings.num_partitions)
+            meta = storage.create_topic(topic, self.settings.num_partitions)
         except TopicError as exc:
             return exc.error
+        who = f" by {_requester(by)}" if by is not None else ""
+        log.info("topic %s auto-created%s: %d partitions", for_log(topic), who, meta.partitions)
         return ErrorCode.NONE
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str | None] | None = None) -> TopicMeta:
-        return self._storage.create_topic(name, partitions, configs)
+        meta = self._storage.create_topic(name, partitions, configs)
+        log.info("topic %s created: %d partitions, configs: %s", for_log(name), partitions, config_values(meta.configs))
+        return meta
 
     def create_partitions(self, name: str, count: int) -> None:
         self._storage.create_partitions(name, count)
@@ -389,6 +412,7 @@ class BrokerContext:
         for i in range(meta.partitions):
             self._wake((meta.name, i))
         self.groups.forget_topic(meta.name)
+        log.info("topic %s deleted (%d partitions, id %s)", for_log(meta.name), meta.partitions, meta.topic_id)
         return meta
 
     def _topic_table(self) -> Mapping[str, tuple[str, int]]:
@@ -443,6 +467,20 @@ class BrokerContext:
                     s.discard(fut)
                     if not s:
                         del self._append_waiters[k]
+
+
+def _requester(req: Request) -> str:
+    """Who sent a request, for a log line: principal, client id and address."""
+    client = for_log(req.header.client_id or "") or "-"
+    return f"{for_log(req.principal)} (client {client}, {req.client_address or '?'})"
+
+
+def _acl_text(b: AclBinding) -> str:
+    """An ACL as kafka-acls prints one."""
+    return (
+        f"{b.principal} {b.permission.name} {b.operation.name} from host {b.host} on "
+        f"{b.resource_type.name}:{b.pattern_type.name}:{for_log(b.name)}"
+    )
 
 
 def open_file_limit() -> int:

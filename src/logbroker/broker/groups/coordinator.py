@@ -72,6 +72,7 @@ class Coordinator:
         self._persist_cb = persist  # awaits the broker's fsync policy for a written log
         self._sweeper: asyncio.Task[None] | None = None
         self._txn_seq = 0  # orders pending transactional writes (see model.PendingOffset)
+        self._active: set[str] = set()  # groups saved with members since they were last empty (for "emptied")
         self._load()
 
     def group(self, group_id: str) -> Group | None:
@@ -109,6 +110,7 @@ class Coordinator:
                 g.persisted = True
         # Empty groups without offsets are left for the first retention check (Kafka's cleanup), which
         # writes their tombstones; until then they are listed, as in Kafka after a restart.
+        self._active = {gid for gid, g in self._groups.items() if not g.is_empty}
 
     async def _persist(self, items: list[Record]) -> None:
         if items:
@@ -117,12 +119,23 @@ class Coordinator:
 
     async def _save(self, g: Group) -> None:
         g.persisted = True
+        self._note_members(g)
         await self._persist([(group_key(g.group_id), g.to_json())])
 
     def _save_soon(self, g: Group) -> None:
         """Persist in the background; the record is taken now, so later changes do not leak into it."""
         g.persisted = True
+        self._note_members(g)
         self._persist_soon([(group_key(g.group_id), g.to_json())])
+
+    def _note_members(self, g: Group) -> None:
+        """Log a group's last member leaving (every change of membership is saved, so this sees them all)."""
+        if not g.is_empty:
+            self._active.add(g.group_id)
+        elif g.group_id in self._active:
+            self._active.discard(g.group_id)
+            log.info("group %s: emptied, no members left (%d committed offsets kept)", for_log(g.group_id),
+                     len(g.offsets))  # fmt: skip
 
     def _persist_soon(self, items: list[Record]) -> None:
         asyncio.ensure_future(self._persist(items)).add_done_callback(_log_failure)
@@ -176,10 +189,19 @@ class Coordinator:
         )
         for gid in gone:
             g = self._groups.pop(gid)
+            self._active.discard(gid)
             if isinstance(g, ClassicGroup):
                 g.state = GroupState.DEAD
                 self.classic.cancel_waiters(g)
         await self._persist(deletes)
+        per_group: dict[str, int] = {}
+        for key, _ in deletes:
+            if key[0] == "o":
+                per_group[str(key[1])] = per_group.get(str(key[1]), 0) + 1
+        for gid, n in sorted(per_group.items()):
+            log.info("group %s: %d committed offsets expired (offsets retention)", for_log(gid), n)
+        for gid in gone:
+            log.info("group %s: deleted, empty and without committed offsets", for_log(gid))
         if deletes or gone:
             log.info(
                 "offsets cleanup: %d offsets expired, %d empty groups removed (%d tombstones) in %.1f ms",
@@ -209,6 +231,9 @@ class Coordinator:
             if req.member_id:
                 return JoinResult(E.UNKNOWN_MEMBER_ID, member_id=req.member_id)
             g = self._groups[req.group_id] = ClassicGroup(req.group_id, empty_since_ms=now_ms())
+            log.info("group %s: created (classic protocol, %s) by client %s at %s", for_log(req.group_id),
+                     for_log(req.protocol_type) or "no protocol type", for_log(req.client_id) or "-",
+                     req.client_host)  # fmt: skip
         return await self.classic.join(g, req)
 
     async def sync(
@@ -277,6 +302,9 @@ class Coordinator:
                 return result  # nothing created: an empty classic group stays what it was
             if g is not None:
                 log.info("group %s: the empty classic group became a consumer group", for_log(gid))
+            else:
+                log.info("group %s: created (consumer protocol) by client %s at %s", for_log(gid),
+                         for_log(client_id) or "-", client_host)  # fmt: skip
             self._groups[gid] = cg
             changed = True
         if changed:
@@ -296,6 +324,7 @@ class Coordinator:
         g = self._groups.get(group_id)
         if g is None:
             g = self._groups[group_id] = ClassicGroup(group_id, empty_since_ms=now_ms())
+            log.info("group %s: created by an offset commit (no members)", for_log(group_id))
         await self._persist(offsets.commit(g, committed))
 
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None) -> dict[TopicPartition, Committed]:
@@ -349,6 +378,7 @@ class Coordinator:
         g = self._groups.get(group_id)
         if g is None:
             g = self._groups[group_id] = ClassicGroup(group_id, empty_since_ms=now_ms())
+            log.info("group %s: created by a transactional offset commit (no members)", for_log(group_id))
         if accepted:
             seq, self._txn_seq = self._txn_seq, self._txn_seq + 1
             await self._persist(store_pending(g, producer_id, accepted, seq))
@@ -374,6 +404,8 @@ class Coordinator:
         """OffsetDelete; raises GroupError(GROUP_ID_NOT_FOUND) for an unknown group."""
         result, deletes = offsets.delete(self._groups.get(group_id), group_id, partitions, self.consumer.topics())
         await self._persist(deletes)
+        if n := sum(1 for key, _ in deletes if key[0] == "o"):
+            log.info("group %s: committed offsets of %d partitions deleted", for_log(group_id), n)
         return result
 
     async def delete_group(self, group_id: str) -> E:
@@ -386,9 +418,11 @@ class Coordinator:
         if g.persisted:
             deletes.append((group_key(group_id), None))
         del self._groups[group_id]
+        self._active.discard(group_id)
         if isinstance(g, ClassicGroup):
             g.state = GroupState.DEAD
         await self._persist(deletes)
+        log.info("group %s: deleted (%d committed offsets removed)", for_log(group_id), len(g.offsets))
         return E.NONE
 
     def forget_topic(self, topic: str) -> None:

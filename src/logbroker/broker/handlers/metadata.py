@@ -111,7 +111,7 @@ def handle(ctx: BrokerContext, req: Request) -> R:
         names, refused = _authorize(ctx, req, names, requested, auto)
     with_ops = v >= 8 and body.include_topic_authorized_operations
     for name in names:
-        err = ctx.ensure_topic(name, auto) if requested else E.NONE
+        err = ctx.ensure_topic(name, auto, by=req) if requested else E.NONE
         meta = ctx.topic(name)
         ops = authorized_operations(ctx, req, ResourceType.TOPIC, name) if with_ops else NO_OPS
         if meta is None:

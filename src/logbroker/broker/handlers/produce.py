@@ -137,7 +137,7 @@ async def handle(ctx: BrokerContext, req: Request) -> Any:
                 _part(p.index, E.TOPIC_AUTHORIZATION_FAILED) for p in t.partition_data]))  # fmt: skip
             failed = True
             continue
-        err = ctx.ensure_topic(t.name, writable is None or _may_create(ctx, req, t.name))
+        err = ctx.ensure_topic(t.name, writable is None or _may_create(ctx, req, t.name), by=req)
         if err == E.INVALID_TOPIC_EXCEPTION:
             err = E.UNKNOWN_TOPIC_OR_PARTITION  # Kafka looks the name up; an invalid one is simply not there
         parts: list[Any] = []
