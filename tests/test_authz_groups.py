@@ -297,11 +297,25 @@ def test_consumer_group_describe_hides_groups_with_forbidden_topics(target: Auth
         return [(g.group_id, g.error_code, g.error_message, s) for g, s in zip(r.groups, shown, strict=True)]
 
     with target.connection("admin") as c:
-        r = c.do(ConsumerGroupHeartbeatRequest(group_id=gid, member_id=unique("m"), member_epoch=0,
-                                               rebalance_timeout_ms=30000, subscribed_topic_names=[seen, hidden],
-                                               topic_partitions=[]), 0)  # fmt: skip
-        assert r.error_code == 0
-        eventually(lambda: assert_equal(describe(c, gid), [(gid, 0, None, {seen, hidden})]))
+        member, epoch = unique("m"), 0
+        # As a client does: find the coordinator first (on Kafka this creates __consumer_offsets, without which
+        # a heartbeat is answered NOT_COORDINATOR).
+        eventually(lambda: assert_equal(
+            [x.error_code for x in c.do(FindCoordinatorRequest(key_type=0, coordinator_keys=[gid]), 4).coordinators],
+            [0]))  # fmt: skip
+
+        def heartbeat_then_describe() -> None:
+            # The member heartbeats until its assignment names both topics: Kafka's coordinator sees a topic
+            # just created only once its metadata image has it, and assigns it at a later heartbeat.
+            nonlocal epoch
+            r = c.do(ConsumerGroupHeartbeatRequest(group_id=gid, member_id=member, member_epoch=epoch,
+                                                   rebalance_timeout_ms=30000, subscribed_topic_names=[seen, hidden],
+                                                   topic_partitions=[]), 0)  # fmt: skip
+            assert r.error_code == 0, r
+            epoch = r.member_epoch
+            assert_equal(describe(c, gid), [(gid, 0, None, {seen, hidden})])
+
+        eventually(heartbeat_then_describe, timeout=60)
     target.grant(acl(GROUP, gid, DESCRIBE), acl(TOPIC, seen, DESCRIBE))
     hidden_topics = "The group has described topic(s) that the client is not authorized to describe."
     with target.connection() as c:

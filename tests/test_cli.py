@@ -220,7 +220,7 @@ def test_topics_describe_shows_each_partitions_size(target: str) -> None:
         header = next(ln for ln in r.stdout.splitlines() if "partition" in ln and "size (bytes)" in ln)
         assert header.split("┃")[-2].strip() == "size (bytes)"
         rows = [[cell.strip() for cell in ln.split("│")[1:-1]] for ln in r.stdout.splitlines() if ln.startswith("│")]
-        return {int(row[0]): row[5] for row in rows if len(row) == 6}
+        return {int(row[0]): row[-1] for row in rows if len(row) == 8}  # partition ... size (bytes)
 
     batch = len(build_batch(records))
     deadline = time.monotonic() + 30

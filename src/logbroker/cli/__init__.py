@@ -12,6 +12,7 @@ import click
 from logbroker import __version__
 from logbroker.cli import bench as _bench
 from logbroker.cli import certs as _certs
+from logbroker.cli import cluster as _cluster
 from logbroker.cli import config_cmd as _config_cmd
 from logbroker.cli import groups as _groups
 from logbroker.cli import records as _records
@@ -77,6 +78,7 @@ for _command in (
     _records.consume,
     _bench.bench,
     _users.users,
+    _cluster.cluster,
     _certs.certs,
     _config_cmd.config,
 ):

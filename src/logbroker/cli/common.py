@@ -1,34 +1,137 @@
 """What the client commands share: the --bootstrap option, the security options, connecting, errors, a
-wide console."""
+wide console, and `Admin`: confluent-kafka's AdminClient with one-line errors for the admin verbs."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import json
+import re
 import sys
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import AdminClient
     from rich.console import Console
 
     from logbroker._kafka.settings import KafkaSettings
     from logbroker.client import KafkaClient
 
-__all__ = ["BOOTSTRAP", "SECURITY", "client", "fail", "security_settings", "wide_console"]
+__all__ = [
+    "BOOTSTRAP",
+    "SECURITY",
+    "Admin",
+    "AdminCommand",
+    "AdminGroup",
+    "BadInput",
+    "admin",
+    "bootstrap_servers",
+    "cell",
+    "client",
+    "client_settings",
+    "echo_json",
+    "error_text",
+    "fail",
+    "kafka_config",
+    "kafka_failure",
+    "kafka_python_admin",
+    "security_settings",
+    "utf8_name",
+    "wide_console",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+
+
+class BadInput(click.UsageError):
+    """Bad input (exit 2) shown as one line, without the usage text: scripts and people read one reason."""
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"Error: {self.format_message()}", file=file or sys.stderr)
+
+
+def _one_line(exc: click.UsageError) -> BadInput:
+    if isinstance(exc, BadInput):
+        return exc
+    one = BadInput(exc.format_message())
+    one.exit_code = exc.exit_code
+    return one
+
+
+class AdminCommand(click.Command):
+    """A command whose usage errors (bad options, missing arguments, bad values) are one line and exit 2."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.UsageError as exc:
+            raise _one_line(exc) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            raise _one_line(exc) from None
+
+
+class AdminGroup(click.Group):
+    """A command group of `AdminCommand`s (an unknown subcommand is one line too)."""
+
+    command_class = AdminCommand
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> Any:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as exc:
+            raise _one_line(exc) from None
+
+
+_HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[^\s:\[\]/]+):(\d{1,5})$")
+
+
+def bootstrap_servers(values: str | Iterable[str]) -> str:
+    """``-b`` values (each one HOST:PORT or a comma-separated list, `[v6]:PORT` for IPv6 addresses) as
+    librdkafka's ``bootstrap.servers``; `BadInput` naming the first bad entry."""
+    items = [values] if isinstance(values, str) else list(values)
+    servers: list[str] = []
+    for item in items:
+        for part in str(item).split(","):
+            part = part.strip()
+            if not part:
+                continue
+            m = _HOST_PORT.match(part)
+            if m is None:
+                raise BadInput(f"bootstrap server {part!r} is not HOST:PORT (e.g. 127.0.0.1:9092, [::1]:9092)")
+            if not 1 <= int(m[2]) <= 65535:
+                raise BadInput(f"bootstrap server {part!r}: port {m[2]} is not in 1..65535")
+            servers.append(part)
+    if not servers:
+        raise BadInput("no bootstrap server given (-b HOST:PORT)")
+    return ",".join(dict.fromkeys(servers))
+
+
+def _bootstrap_option(_ctx: click.Context, _param: click.Parameter, value: Any) -> str:
+    return bootstrap_servers(value or (DEFAULT_BOOTSTRAP,))
+
 
 BOOTSTRAP = click.option(
     "-b",
     "--bootstrap",
-    default="127.0.0.1:9092",
+    multiple=True,
+    default=(DEFAULT_BOOTSTRAP,),
     envvar="LOGBROKER_BOOTSTRAP",
     show_default=True,
-    help="Broker HOST:PORT (any Kafka-compatible broker).",
+    callback=_bootstrap_option,
+    help="Broker HOST:PORT (any Kafka-compatible broker); several: repeat -b or separate them with commas.",
 )
 
 _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -150,5 +253,289 @@ def wide_console() -> Console:
 
     console = Console()
     if not console.is_terminal:
-        console.width = max(console.width, 160)  # pipes and logs: keep member ids on one line
+        console.width = max(console.width, 10_000)  # pipes and logs: never cut or wrap a line at 80 columns
     return console
+
+
+def cell(value: object) -> str:
+    """A table cell or printed value as it is: a name holding rich markup (``[bold]``) is not markup."""
+    from rich.markup import escape
+
+    return "-" if value is None else escape(str(value))
+
+
+def echo_json(value: object) -> None:
+    """``--json`` output: indented, keys in the documented order, non-ASCII as it is."""
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def utf8_name(kind: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """An option/argument callback refusing names that are not valid UTF-8 (Kafka's strings are UTF-8; a
+    non-UTF-8 command line arrives as lone surrogates, which no client can send)."""
+
+    def check(_ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+        for v in value if isinstance(value, (tuple, list)) else [value]:
+            if isinstance(v, str):
+                try:
+                    v.encode("utf-8")
+                except UnicodeEncodeError:
+                    shown = v.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+                    raise BadInput(f"{kind} '{shown}' is not valid UTF-8") from None
+        return value
+
+    return check
+
+
+# ------------------------------------------------------------------------------------ confluent-kafka admin
+
+
+def client_settings(bootstrap: str, security: KafkaSettings | None) -> KafkaSettings:
+    """The shared-layer settings of the command line: `security` (whose servers are `bootstrap`) or plain."""
+    from dataclasses import replace
+
+    from logbroker._kafka.settings import KafkaSettings
+
+    if security is None:
+        return KafkaSettings(bootstrap)
+    return replace(security, bootstrap_servers=bootstrap)
+
+
+def kafka_config(bootstrap: str, security: KafkaSettings | None, **overrides: Any) -> dict[str, Any]:
+    """librdkafka properties for a CLI client: the security settings, a client id, and librdkafka's own log
+    lines kept off the terminal (its errors reach `Admin` through ``error_cb`` instead)."""
+    import logging
+
+    from logbroker._kafka.settings import librdkafka_config
+
+    quiet = logging.getLogger("logbroker.cli.librdkafka")
+    quiet.propagate = False
+    quiet.addHandler(logging.NullHandler())
+    conf = {"client.id": "logbroker-cli", "logger": quiet}
+    return conf | librdkafka_config(client_settings(bootstrap, security), **overrides)
+
+
+# Broker error codes that mean the request itself was wrong (a bad value given on the command line): exit 2.
+_BAD_INPUT_CODES = frozenset({17, 37, 38, 40, 42, 43})  # INVALID_TOPIC, _PARTITIONS, _REPLICATION, _CONFIG, ...
+_LOCAL_BAD_INPUT = ("_INVALID_ARG", "_UNKNOWN_PARTITION", "_UNKNOWN_TOPIC")
+_AFTER = re.compile(r"\s*\(after \d+ms[^)]*\)\s*$")
+_SERVER_PREFIX = re.compile(r"^(?:\[thrd:[^\]]*\]: )?\S+:\d+/(?:bootstrap|\d+): ")
+
+
+def error_text(err: KafkaError | BaseException | None) -> str:
+    """A librdkafka error as one line in Kafka's vocabulary: the broker's code name (UNKNOWN_TOPIC_OR_PARTITION,
+    as Kafka's tools print it) and the message; client-side errors by librdkafka's name."""
+    from logbroker._kafka.errors import kafka_error_of
+    from logbroker.protocol.errors import ErrorCode
+
+    ke = kafka_error_of(err)
+    if ke is None:
+        return str(err) or type(err).__name__
+    code = ke.code()
+    try:
+        name = ErrorCode(code).name if code >= 0 else ke.name()
+    except ValueError:
+        name = ke.name()
+    text = _AFTER.sub("", _SERVER_PREFIX.sub("", ke.str() or "")).strip()
+    generic = text.removeprefix("Broker: ").replace(" ", "_").upper()
+    return name if not text or generic == name or generic.rstrip(".") == name else f"{name} ({text})"
+
+
+def kafka_failure(err: KafkaError | BaseException, what: str = "") -> click.ClickException:
+    """A failed admin call as a one-line error: exit 2 when the broker or client says the input was bad,
+    exit 1 for everything else."""
+    from logbroker._kafka.errors import kafka_error_of
+
+    ke = kafka_error_of(err)
+    text = f"{what}: {error_text(err)}" if what else error_text(err)
+    if ke is not None and (ke.code() in _BAD_INPUT_CODES or ke.name() in _LOCAL_BAD_INPUT):
+        return BadInput(text)
+    if isinstance(err, (ValueError, TypeError)):
+        return BadInput(text)
+    return click.ClickException(text)
+
+
+class Admin:
+    """confluent-kafka's AdminClient for one command: several bootstrap servers, TLS/SASL from the shared
+    settings, librdkafka's retries. Each wait also serves librdkafka's error callback, so a refused login, a
+    TLS failure or no reachable broker ends the command at once as one line, not after the timeout."""
+
+    def __init__(self, bootstrap: str, security: KafkaSettings | None, timeout: float = 30.0) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        from logbroker._kafka.errors import KafkaLayerError, new_client
+
+        self.bootstrap, self.security, self.timeout = bootstrap, security, timeout
+        self._errors: list[KafkaError] = []
+        self._transport: str | None = None
+        conf = kafka_config(bootstrap, security, error_cb=self._errors.append, logger=self._logger())
+        conf.setdefault("socket.connection.setup.timeout.ms", int(timeout * 1000))
+        conf.setdefault("allow.auto.create.topics", False)  # a topic's metadata must not create it
+        try:
+            self.client: AdminClient = new_client(AdminClient, conf)
+        except KafkaLayerError as exc:
+            raise BadInput(f"the client settings were refused: {exc}") from None
+
+    def _logger(self) -> Any:
+        """A logger that keeps librdkafka's lines off the terminal but remembers the last connection failure
+        (FAIL: "Disconnected ...", "Connect to ... failed"), which librdkafka logs without an error callback."""
+        import logging
+
+        admin = self
+
+        class LastFailure(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                args = record.args if isinstance(record.args, tuple) else ()
+                if len(args) == 3 and args[0] == "FAIL":
+                    admin._transport = _AFTER.sub("", str(args[2])).strip()
+
+        log = logging.getLogger(f"logbroker.cli.librdkafka.{id(self)}")
+        log.propagate = False
+        log.setLevel(logging.INFO)  # librdkafka logs FAIL at INFO
+        log.handlers[:] = [LastFailure()]
+        return log
+
+    # -- waiting
+
+    def _check(self) -> None:
+        from confluent_kafka import KafkaError
+
+        self.client.poll(0)
+        errors, self._errors[:] = list(self._errors), []
+        errors.sort(key=lambda e: e.code() == KafkaError._ALL_BROKERS_DOWN)  # the cause first
+        for e in errors:
+            code, text = e.code(), _AFTER.sub("", e.str() or "").strip()
+            if code == KafkaError._AUTHENTICATION:
+                raise click.ClickException(self._auth_failed(text))
+            if code == KafkaError._SSL or (code == KafkaError._TRANSPORT and "SSL" in text and "handshake" in text):
+                raise click.ClickException(self._tls_failed(text))
+            if code in (KafkaError._TRANSPORT, KafkaError._RESOLVE):
+                self._transport = text
+            if code == KafkaError._ALL_BROKERS_DOWN:
+                raise click.ClickException(self._unreachable())
+
+    def _auth_failed(self, text: str) -> str:
+        s = self.security
+        text = _SERVER_PREFIX.sub("", text).removeprefix("SASL authentication error: ")
+        who = f"SASL {s.sasl_mechanism} login as {s.sasl_username}" if s is not None and s.uses_sasl else "login"
+        return f"authentication with {self.bootstrap} failed: {who}: SASL_AUTHENTICATION_FAILED ({text})"
+
+    def _tls_failed(self, text: str) -> str:
+        text = _SERVER_PREFIX.sub("", text)
+        lowered = text.lower()
+        hint = ""
+        if "certificate verify failed" in lowered:
+            hint = " (the broker's certificate was not accepted: ssl.truststore.location / --ssl-ca)"
+        elif "bad certificate" in lowered or "certificate required" in lowered:
+            hint = " (the broker requires a client certificate: ssl.keystore.location / --ssl-cert, --ssl-key)"
+        elif ("disconnected" in lowered or "reset" in lowered) and not (self.security and self.security.ssl_cert):
+            hint = " (does it want a client certificate? ssl.keystore.location / --ssl-cert, --ssl-key)"
+        return f"TLS with {self.bootstrap} failed: {text}{hint}"
+
+    def _unreachable(self) -> str:
+        last = _SERVER_PREFIX.sub("", self._transport or "no broker answered")
+        if "SSL" in last or "certificate" in last:  # a TLS alert (Kafka: bad_certificate without one)
+            return self._tls_failed(last)
+        if "Disconnected" in last or "Connection reset" in last:
+            s = self.security
+            missing = [] if s is not None and s.uses_ssl else ["TLS"]
+            if s is None or not s.uses_sasl:
+                missing.append("SASL")
+            if s is not None and s.uses_ssl and not s.ssl_cert:
+                missing.append("a client certificate")
+            hint = f" (does it need {' or '.join(missing)}? see --command-config)" if missing else ""
+            return f"{self.bootstrap} closed the connection{hint}: {last}"
+        return f"cannot reach {self.bootstrap}: {last}"
+
+    def wait(self, futures: Iterable[Future[Any]], what: str = "") -> None:
+        """Until every future is done; a connection-level failure or the timeout ends the command."""
+        from concurrent.futures import wait
+
+        pending = set(futures)
+        deadline = time.monotonic() + self.timeout + 5
+        while pending:
+            _done, pending = wait(pending, timeout=0.05)
+            self._check()
+            if pending and time.monotonic() > deadline:
+                last = f" (last error: {self._transport})" if self._transport else ""
+                raise click.ClickException(f"timed out after {self.timeout:g}s {what or 'waiting'} on "
+                                           f"{self.bootstrap}{last}")  # fmt: skip
+
+    def result(self, future: Future[Any], what: str = "") -> Any:
+        """One future's result, its failure as a one-line error (`kafka_failure`)."""
+        from confluent_kafka import KafkaException
+
+        self.wait([future], what)
+        try:
+            return future.result()
+        except (KafkaException, ValueError, TypeError) as exc:
+            raise kafka_failure(exc, what) from None
+
+    def results(self, futures: Mapping[Any, Future[Any]], what: str = "") -> dict[Any, Any]:
+        """Each future's result or exception, keyed as given (for commands that report per item)."""
+        self.wait(futures.values(), what)
+        out: dict[Any, Any] = {}
+        for key, fut in futures.items():
+            exc = fut.exception()
+            out[key] = exc if exc is not None else fut.result()
+        return out
+
+    def call(self, fn: Callable[..., Any], *args: Any, what: str = "", **kwargs: Any) -> Any:
+        """Start an admin call (bad arguments refused by confluent-kafka are bad input, exit 2)."""
+        from confluent_kafka import KafkaException
+
+        try:
+            return fn(*args, request_timeout=self.timeout, **kwargs)
+        except (KafkaException, ValueError, TypeError) as exc:
+            raise kafka_failure(exc, what) from None
+
+    # -- shared calls
+
+    def cluster(self) -> Any:
+        """DescribeCluster: the first round trip of every command, so connection failures show up here."""
+        return self.result(self.call(self.client.describe_cluster, what="describe the cluster"), "describe the cluster")
+
+    def metadata(self, topic: str | None = None) -> Any:
+        """Metadata of every topic (or one), after the connection was proven by `cluster`."""
+        from confluent_kafka import KafkaException
+
+        self._check()
+        try:
+            return self.client.list_topics(topic, timeout=self.timeout)
+        except KafkaException as exc:
+            self._check()
+            raise kafka_failure(exc, "read metadata") from None
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.client.poll(0)
+
+
+@contextlib.contextmanager
+def admin(bootstrap: str, security: KafkaSettings | None = None, timeout: float = 30.0) -> Iterator[Admin]:
+    """An `Admin` for a ``with`` block whose connection was proven (DescribeCluster answered); names that
+    are not valid UTF-8 in answers, a lost broker or a refused login end the command as one line."""
+    a = Admin(bootstrap, security, timeout)
+    try:
+        a.cluster()
+        yield a
+    except UnicodeError as exc:
+        raise click.ClickException(f"the broker sent a name that is not valid UTF-8: {exc}") from None
+    finally:
+        a.close()
+
+
+def kafka_python_admin(bootstrap: str, security: KafkaSettings | None) -> Any:
+    """kafka-python's admin client on the same settings, for the two requests confluent-kafka has no call for
+    (DescribeLogDirs, OffsetDelete)."""
+    from kafka.admin import KafkaAdminClient
+
+    s = client_settings(bootstrap, security)
+    conf: dict[str, Any] = {"bootstrap_servers": bootstrap.split(","), "security_protocol": s.security_protocol,
+                            "client_id": "logbroker-cli", "request_timeout_ms": 30000}  # fmt: skip
+    if s.uses_sasl:
+        conf |= {"sasl_mechanism": s.sasl_mechanism, "sasl_plain_username": s.sasl_username,
+                 "sasl_plain_password": s.sasl_password}  # fmt: skip
+    if s.uses_ssl:
+        conf |= {"ssl_cafile": s.ssl_ca, "ssl_certfile": s.ssl_cert, "ssl_keyfile": s.ssl_key,
+                 "ssl_password": s.ssl_key_password, "ssl_check_hostname": s.ssl_check_hostname}  # fmt: skip
+    return KafkaAdminClient(**conf)

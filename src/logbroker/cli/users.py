@@ -1,30 +1,48 @@
-"""`logbroker users`: SCRAM users of any Kafka-compatible broker (what `kafka-configs --alter
---add-config 'SCRAM-SHA-256=[password=...]' --entity-type users` does). The password is salted and iterated
-here, as Kafka's admin client does: only the salted password travels, and the broker keeps neither."""
+"""`logbroker users`: SCRAM users of any Kafka-compatible broker (what `kafka-configs --alter --add-config
+'SCRAM-SHA-256=[password=...]' --entity-type users` does), through confluent-kafka's AdminClient. librdkafka
+salts and iterates the password, as Kafka's admin client does: only the salted password travels, and the
+broker keeps neither."""
 
 from __future__ import annotations
 
-import hashlib
-import os
+import sys
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from logbroker.cli.common import BOOTSTRAP, SECURITY, client, fail
+from logbroker.cli.common import (
+    BOOTSTRAP,
+    SECURITY,
+    AdminGroup,
+    admin,
+    cell,
+    echo_json,
+    error_text,
+    utf8_name,
+    wide_console,
+)
 
-MECHANISMS = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
-NAMES = {code: name for name, code in MECHANISMS.items()}
+MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
 if TYPE_CHECKING:
     from logbroker._kafka.settings import KafkaSettings
 
 
+def _mechanism(name: str) -> Any:
+    from confluent_kafka.admin import ScramMechanism
+
+    return getattr(ScramMechanism, name.replace("-", "_"))
+
+
+def _name(mechanism: Any) -> str:
+    return str(getattr(mechanism, "name", mechanism)).replace("_", "-")
+
+
 def _mechanisms(help: str) -> Any:
-    choice = click.Choice(list(MECHANISMS))
-    return click.option("-m", "--mechanism", "mechanisms", type=choice, multiple=True, help=help)
+    return click.option("-m", "--mechanism", "mechanisms", type=click.Choice(MECHANISMS), multiple=True, help=help)
 
 
-@click.group()
+@click.group(cls=AdminGroup)
 def users() -> None:
     """Add, list and delete SCRAM users."""
 
@@ -32,7 +50,7 @@ def users() -> None:
 @users.command("add")
 @BOOTSTRAP
 @SECURITY
-@click.argument("name")
+@click.argument("name", callback=utf8_name("user"))
 @click.option("--password", prompt=True, hide_input=True, confirmation_prompt=True, help="Prompted for if absent.")
 @_mechanisms("Repeatable; default both.")
 @click.option("--iterations", default=8192, show_default=True, type=click.IntRange(4096, 16384))
@@ -45,61 +63,79 @@ def users_add(
     iterations: int,
 ) -> None:
     """Add NAME (or replace its password)."""
-    from logbroker.client import BrokerError
+    from confluent_kafka.admin import ScramCredentialInfo, UserScramCredentialUpsertion
 
-    ups = []
-    for mech in mechanisms or tuple(MECHANISMS):
-        salt = os.urandom(32)
-        hashname = "sha256" if mech == "SCRAM-SHA-256" else "sha512"
-        salted = hashlib.pbkdf2_hmac(hashname, password.encode(), salt, iterations)
-        ups.append((name, MECHANISMS[mech], iterations, salt, salted))
-    with client(bootstrap, security) as c:
-        try:
-            # One request per mechanism: Kafka refuses one user named twice in a request.
-            for up in ups:
-                c.alter_scram_users(upsertions=[up])
-        except BrokerError as exc:
-            fail(exc)
-    click.echo(f"user {name}: {', '.join(NAMES[u[1]] for u in ups)} ({iterations} iterations)")
+    chosen = list(dict.fromkeys(mechanisms or MECHANISMS))
+    try:
+        secret = password.encode("utf-8")
+    except UnicodeEncodeError:
+        raise click.BadParameter("not valid UTF-8", param_hint="--password") from None
+    with admin(bootstrap, security) as a:
+        # One request per mechanism: Kafka refuses one user named twice in a request.
+        for mech in chosen:
+            up = UserScramCredentialUpsertion(name, ScramCredentialInfo(_mechanism(mech), iterations), secret)
+            futures = a.call(a.client.alter_user_scram_credentials, [up], what=f"add user {name}")
+            a.result(futures[name], f"add {mech} credentials of user {name}")
+    click.echo(f"user {name}: {', '.join(chosen)} ({iterations} iterations)")
 
 
 @users.command("list")
 @BOOTSTRAP
 @SECURITY
-@click.argument("names", nargs=-1)
-def users_list(bootstrap: str, security: KafkaSettings | None, names: tuple[str, ...]) -> None:
-    """Users and their mechanisms (all users when no NAMES)."""
-    from rich.console import Console
+@click.argument("names", nargs=-1, callback=utf8_name("user"))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (keys below) instead of a table.")
+def users_list(bootstrap: str, security: KafkaSettings | None, names: tuple[str, ...], as_json: bool) -> None:
+    """Users and their mechanisms (all users when no NAMES).
+
+    \b
+    --json: a list of {"user", "mechanism", "iterations"}, one per user and mechanism.
+    """
     from rich.table import Table
 
-    from logbroker.client import BrokerError
-
-    with client(bootstrap, security) as c:
-        try:
-            found = c.scram_users(list(names) or None)
-        except BrokerError as exc:
-            fail(exc)
+    what = "describe SCRAM users"
+    with admin(bootstrap, security) as a:
+        if names:
+            futures = a.call(a.client.describe_user_scram_credentials, list(dict.fromkeys(names)), what=what)
+            found = {user: a.result(fut, f"describe user {user}") for user, fut in futures.items()}
+        else:
+            found = a.result(a.call(a.client.describe_user_scram_credentials, what=what), what)
+    rows = [
+        {"user": user, "mechanism": _name(info.mechanism), "iterations": info.iterations}
+        for user in sorted(found)
+        for info in sorted(found[user].scram_credential_infos, key=lambda i: _name(i.mechanism))
+    ]
+    if as_json:
+        echo_json(rows)
+        return
     table = Table("user", "mechanism", "iterations")
-    for user in sorted(found):
-        for code, iterations in found[user]:
-            table.add_row(user, NAMES.get(code, str(code)), str(iterations))
-    Console().print(table)
+    for r in rows:
+        table.add_row(cell(r["user"]), r["mechanism"], str(r["iterations"]))
+    wide_console().print(table if rows else "no SCRAM users")
 
 
 @users.command("delete")
 @BOOTSTRAP
 @SECURITY
-@click.argument("name")
+@click.argument("name", callback=utf8_name("user"))
 @_mechanisms("Repeatable; default every mechanism the user has.")
 def users_delete(bootstrap: str, security: KafkaSettings | None, name: str, mechanisms: tuple[str, ...]) -> None:
     """Delete NAME's credentials."""
-    from logbroker.client import BrokerError
+    from confluent_kafka.admin import UserScramCredentialDeletion
 
-    with client(bootstrap, security) as c:
-        try:
-            codes = [MECHANISMS[m] for m in mechanisms] or [code for code, _ in c.scram_users([name])[name]]
-            for code in codes:
-                c.alter_scram_users(deletions=[(name, code)])
-        except BrokerError as exc:
-            fail(exc)
-    click.echo(f"deleted {', '.join(NAMES[c] for c in codes)} of user {name}")
+    with admin(bootstrap, security) as a:
+        chosen = list(dict.fromkeys(mechanisms))
+        if not chosen:
+            futures = a.call(a.client.describe_user_scram_credentials, [name], what=f"describe user {name}")
+            desc = a.result(futures[name], f"describe user {name}")
+            chosen = [_name(i.mechanism) for i in desc.scram_credential_infos]
+        failed = []
+        for mech in chosen:
+            gone = UserScramCredentialDeletion(name, _mechanism(mech))
+            futures = a.call(a.client.alter_user_scram_credentials, [gone], what=f"delete user {name}")
+            a.wait(futures.values(), f"delete user {name}")
+            if (exc := futures[name].exception()) is not None:
+                failed.append(f"{mech}: {error_text(exc)}")
+    if failed:
+        click.echo(f"Error: cannot delete user {name}: {'; '.join(failed)}", err=True)
+        sys.exit(1)
+    click.echo(f"deleted {', '.join(chosen)} of user {name}")

@@ -1,17 +1,6 @@
-"""A thin, blocking, protocol-level Kafka client for admin tools, the CLI and tests."""
+"""A thin, blocking, protocol-level Kafka client for tests of the broker itself (raw requests and the codes
+that admin clients hide). The `logbroker` admin commands use confluent-kafka's AdminClient instead."""
 
 from .connection import BrokerError, Connection, KafkaClient
-from .groups import GroupAdmin, GroupDescription, GroupListing, GroupMember, PartitionLag, ResetEntry, ResetStrategy
 
-__all__ = [
-    "BrokerError",
-    "Connection",
-    "GroupAdmin",
-    "GroupDescription",
-    "GroupListing",
-    "GroupMember",
-    "KafkaClient",
-    "PartitionLag",
-    "ResetEntry",
-    "ResetStrategy",
-]
+__all__ = ["BrokerError", "Connection", "KafkaClient"]
