@@ -42,7 +42,6 @@ __all__ = [
     "fail",
     "kafka_config",
     "kafka_failure",
-    "kafka_python_admin",
     "security_settings",
     "utf8_name",
     "wide_console",
@@ -522,20 +521,3 @@ def admin(bootstrap: str, security: KafkaSettings | None = None, timeout: float 
         raise click.ClickException(f"the broker sent a name that is not valid UTF-8: {exc}") from None
     finally:
         a.close()
-
-
-def kafka_python_admin(bootstrap: str, security: KafkaSettings | None) -> Any:
-    """kafka-python's admin client on the same settings, for the two requests confluent-kafka has no call for
-    (DescribeLogDirs, OffsetDelete)."""
-    from kafka.admin import KafkaAdminClient
-
-    s = client_settings(bootstrap, security)
-    conf: dict[str, Any] = {"bootstrap_servers": bootstrap.split(","), "security_protocol": s.security_protocol,
-                            "client_id": "logbroker-cli", "request_timeout_ms": 30000}  # fmt: skip
-    if s.uses_sasl:
-        conf |= {"sasl_mechanism": s.sasl_mechanism, "sasl_plain_username": s.sasl_username,
-                 "sasl_plain_password": s.sasl_password}  # fmt: skip
-    if s.uses_ssl:
-        conf |= {"ssl_cafile": s.ssl_ca, "ssl_certfile": s.ssl_cert, "ssl_keyfile": s.ssl_key,
-                 "ssl_password": s.ssl_key_password, "ssl_check_hostname": s.ssl_check_hostname}  # fmt: skip
-    return KafkaAdminClient(**conf)

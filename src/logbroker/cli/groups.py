@@ -19,10 +19,10 @@ from logbroker.cli.common import (
     BadInput,
     admin,
     cell,
+    client,
     echo_json,
     error_text,
     kafka_failure,
-    kafka_python_admin,
     utf8_name,
     wide_console,
 )
@@ -603,8 +603,7 @@ def groups_delete_offsets(
 ) -> None:
     """Delete the group's committed offsets of some topics (OffsetDelete, as kafka-consumer-groups
     --delete-offsets); refused for topics the group's members are subscribed to."""
-    from kafka import TopicPartition as KpTopicPartition
-
+    from logbroker.client.connection import BrokerError
     from logbroker.protocol.errors import ErrorCode
 
     topics = [_parse_topic_spec(s) for s in topic_specs]
@@ -612,27 +611,21 @@ def groups_delete_offsets(
         partitions = _partitions(a, topics)
         if not _group_exists(a, group):
             raise click.ClickException(f"cannot delete offsets of group {group}: no such group (GROUP_ID_NOT_FOUND)")
+    # OffsetDelete: confluent-kafka has no call for it; the project's protocol client, same security settings.
     try:
-        kp = kafka_python_admin(bootstrap, security)
-    except Exception as exc:
-        raise click.ClickException(f"cannot reach {bootstrap}: {exc}") from None
-    try:
-        codes = kp.delete_group_offsets(group, [KpTopicPartition(t, p) for t, p in partitions])
-    except Exception as exc:
-        code = getattr(exc, "errno", None)
-        name = ErrorCode(code).name if isinstance(code, int) and code in ErrorCode._value2member_map_ else str(exc)
+        with client(bootstrap.split(",")[0], security) as c:
+            codes = c.delete_group_offsets(group, partitions)
+    except BrokerError as exc:
+        name = ErrorCode(exc.code).name if exc.code in ErrorCode._value2member_map_ else str(exc)
         raise click.ClickException(f"cannot delete offsets of group {group}: {name}") from None
-    finally:
-        kp.close()
     failed = 0
-    for tp, err in sorted(codes.items()):
-        code = getattr(err, "errno", 0) or 0
+    for (topic, part), code in sorted(codes.items()):
         if code == 0:
-            click.echo(f"deleted offset of group {group} for {tp.topic}-{tp.partition}")
+            click.echo(f"deleted offset of group {group} for {topic}-{part}")
             continue
         failed += 1
         name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else f"error {code}"
-        click.echo(f"Error: cannot delete offset of group {group} for {tp.topic}-{tp.partition}: {name}", err=True)
+        click.echo(f"Error: cannot delete offset of group {group} for {topic}-{part}: {name}", err=True)
     if failed:
         sys.exit(1)
 

@@ -17,9 +17,9 @@ from logbroker.cli.common import (
     BadInput,
     admin,
     cell,
+    client,
     echo_json,
     kafka_failure,
-    kafka_python_admin,
     utf8_name,
     wide_console,
 )
@@ -222,37 +222,14 @@ def topics_describe(bootstrap: str, security: KafkaSettings | None, name: str, a
 
 
 def _sizes(bootstrap: str, security: KafkaSettings | None, name: str, leaders: dict[int, int]) -> dict[int, int]:
-    """Bytes on disk per partition (DescribeLogDirs, the leader's replica), through kafka-python: confluent-kafka
-    has no call for it. Best effort: a broker that does not serve it (or refuses us) leaves the sizes out."""
+    """Bytes on disk per partition (DescribeLogDirs, which confluent-kafka has no call for), through the
+    project's protocol client on the same security settings. Best effort: a broker that does not serve it (or
+    refuses us) leaves the sizes out."""
     try:
-        kp = kafka_python_admin(bootstrap, security)
-    except Exception:
+        with client(bootstrap.split(",")[0], security) as c:
+            return c.partition_sizes(name)
+    except (click.ClickException, Exception):
         return {}
-    try:
-        answers = kp.describe_log_dirs({name: sorted(leaders)})
-    except Exception:
-        return {}
-    finally:
-        kp.close()
-    by_broker: dict[int, dict[int, int]] = {}
-    for answer in answers:
-        for log_dir in answer.get("log_dirs", []):
-            if log_dir.get("error_code"):
-                continue
-            for t in log_dir.get("topics", []):
-                if t.get("name") != name:
-                    continue
-                for p in t.get("partitions", []):
-                    if not p.get("is_future_key"):
-                        sizes = by_broker.setdefault(answer["broker"], {})
-                        sizes[p["partition_index"]] = sizes.get(p["partition_index"], 0) + p["partition_size"]
-    out: dict[int, int] = {}
-    for part, leader in leaders.items():
-        if part in by_broker.get(leader, {}):
-            out[part] = by_broker[leader][part]
-        elif seen := [b[part] for b in by_broker.values() if part in b]:
-            out[part] = max(seen)
-    return out
 
 
 # ------------------------------------------------------------------------------------------------ delete

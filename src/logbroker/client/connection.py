@@ -31,6 +31,8 @@ DescribeScramRequest = api(ApiKey.DescribeUserScramCredentials).request
 DeleteTopicsRequest = api(ApiKey.DeleteTopics).request
 DescribeConfigsRequest = api(ApiKey.DescribeConfigs).request
 DescribeLogDirsRequest = api(ApiKey.DescribeLogDirs).request
+FindCoordinatorRequest = api(ApiKey.FindCoordinator).request
+OffsetDeleteRequest = api(ApiKey.OffsetDelete).request
 FetchRequest = api(ApiKey.Fetch).request
 ListOffsetsRequest = api(ApiKey.ListOffsets).request
 MetadataRequest = api(ApiKey.Metadata).request
@@ -492,6 +494,37 @@ class KafkaClient:
                 out.append(LogDir(b.node_id, d.log_dir, d.error_code, None if total < 0 else total,
                                   None if usable < 0 else usable, sizes))  # fmt: skip
         return out
+
+    def coordinator(self, group: str) -> Connection:
+        """A connection to the group's coordinator (FindCoordinator, retried while it is being elected)."""
+        deadline = time.monotonic() + self.conn.timeout
+        while True:
+            fc = self.conn.do(FindCoordinatorRequest(key=group, key_type=0), 3)
+            if fc.error_code not in (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
+                check(fc.error_code, fc.error_message, f"coordinator of group {group}")
+                return self.node_connection(fc.host, fc.port)
+            if time.monotonic() > deadline:
+                check(fc.error_code, fc.error_message, f"coordinator of group {group}")
+            time.sleep(0.2)
+
+    def delete_group_offsets(self, group: str, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """OffsetDelete: the error code per partition (a top-level error raises, as kafka-consumer-groups
+        --delete-offsets reports it)."""
+        by_topic: dict[str, list[int]] = {}
+        for t, p in partitions:
+            by_topic.setdefault(t, []).append(p)
+        req = OffsetDeleteRequest(
+            group_id=group,
+            topics=[
+                OffsetDeleteRequest.OffsetDeleteRequestTopic(
+                    name=t, partitions=[OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition(
+                        partition_index=p) for p in ps])
+                for t, ps in by_topic.items()
+            ],
+        )  # fmt: skip
+        resp = self.coordinator(group).do(req, 0)
+        check(resp.error_code, context=f"group {group}")
+        return {(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
 
     def partition_sizes(self, topic: str) -> dict[int, int]:
         """Bytes on disk of each partition's leader replica (partitions a broker did not report are absent)."""
