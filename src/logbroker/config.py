@@ -175,19 +175,34 @@ class BrokerSettings(BaseSettings):
     allow_everyone_if_no_acl_found: bool = Field(
         False, description="with an authorizer: allow an operation on a resource no ACL names"
     )
-    node_id: int = Field(1, ge=0)
+    metrics_listen: str | None = Field(
+        None,
+        description="HOST:PORT of the Prometheus /metrics, /health and /ready endpoint (off when unset; keep "
+        "it on loopback or a private network: it is not authenticated)",
+    )
+    node_id: int = Field(1, ge=0, description="the broker's id in Metadata answers (Kafka's node.id)")
     fsync: FsyncPolicy = Field(FsyncPolicy.ALWAYS, description="always | interval | never")
     fsync_interval_ms: int = Field(1000, ge=1, description="with fsync=interval")
-    auto_create_topics: bool = True
+    auto_create_topics: bool = Field(
+        True, description="create a topic on its first Metadata or Produce request naming it"
+    )
     num_partitions: int = Field(1, ge=1, description="partitions of auto-created topics")
-    delete_topic_enable: bool = True
+    delete_topic_enable: bool = Field(True, description="allow DeleteTopics")
     message_max_bytes: int = Field(1048588, ge=64, description="largest record batch accepted")
     socket_request_max_bytes: int = Field(104857600, ge=1024, description="largest request frame")
-    segment_bytes: int = Field(1 << 30, ge=1024)
-    segment_ms: int = Field(7 * 24 * 3600 * 1000, ge=1)
-    retention_ms: int = Field(7 * 24 * 3600 * 1000, ge=-1)
-    retention_bytes: int = Field(-1, ge=-1)
-    retention_check_interval_ms: int = Field(300_000, ge=10)
+    segment_bytes: int = Field(
+        1 << 30, ge=1024, description="a partition's log rolls to a new segment file at this size"
+    )
+    segment_ms: int = Field(7 * 24 * 3600 * 1000, ge=1, description="... or when its first record is this old")
+    retention_ms: int = Field(
+        7 * 24 * 3600 * 1000,
+        ge=-1,
+        description="segments whose newest record is older than this are deleted; -1: kept forever",
+    )
+    retention_bytes: int = Field(
+        -1, ge=-1, description="a partition's oldest segments are deleted past this size; -1: no limit"
+    )
+    retention_check_interval_ms: int = Field(300_000, ge=10, description="how often retention is enforced")
     # The log cleaner (Kafka's log.cleaner.* and the broker defaults of the compaction topic configs).
     log_cleanup_policy: str = Field(
         "delete", description="cleanup.policy of topics that set none: delete, compact or both"
@@ -207,7 +222,7 @@ class BrokerSettings(BaseSettings):
     log_cleaner_delete_retention_ms: int = Field(86_400_000, ge=0, description="default delete.retention.ms")
     log_cleaner_min_compaction_lag_ms: int = Field(0, ge=0, description="default min.compaction.lag.ms")
     log_cleaner_max_compaction_lag_ms: int = Field(2**63 - 1, ge=1, description="default max.compaction.lag.ms")
-    connections_max_idle_ms: int = Field(600_000, ge=100)
+    connections_max_idle_ms: int = Field(600_000, ge=100, description="a connection idle this long is closed")
     request_timeout_ms: int = Field(30_000, ge=100, description="a request must arrive whole within this")
     # Connections and back-pressure (Kafka: SocketServer, ConnectionQuotas).
     max_connections: int = Field(
@@ -234,8 +249,12 @@ class BrokerSettings(BaseSettings):
     group_initial_rebalance_delay_ms: int = Field(
         100, ge=0, description="wait for more members before the first rebalance of an empty group (Kafka: 3000)"
     )
-    group_min_session_timeout_ms: int = Field(1000, ge=1)
-    group_max_session_timeout_ms: int = Field(1_800_000, ge=1)
+    group_min_session_timeout_ms: int = Field(
+        1000, ge=1, description="the shortest session.timeout.ms a classic group member may ask for"
+    )
+    group_max_session_timeout_ms: int = Field(
+        1_800_000, ge=1, description="the longest session.timeout.ms a classic group member may ask for"
+    )
     group_consumer_session_timeout_ms: int = Field(45_000, ge=100, description="KIP-848 member session timeout")
     group_consumer_heartbeat_interval_ms: int = Field(5_000, ge=10, description="KIP-848 heartbeat interval")
     offsets_retention_minutes: int = Field(7 * 24 * 60, ge=1, description="committed offsets of empty groups")
@@ -291,6 +310,13 @@ class BrokerSettings(BaseSettings):
             host, _ = parse_host_port(v, "advertised_listener")
             if host in ("0.0.0.0", "::"):
                 raise ValueError("advertised_listener must be an address clients can reach")
+        return v
+
+    @field_validator("metrics_listen")
+    @classmethod
+    def _metrics_listen(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_host_port(v, "metrics_listen")
         return v
 
     @field_validator("log_cleanup_policy")

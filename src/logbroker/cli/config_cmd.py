@@ -30,21 +30,6 @@ RULED_NAMES: dict[str, tuple[str, ...]] = {
     "segment_ms": ("log.roll.ms", "log.roll.hours"),
 }
 
-# What the settings declared without a description do (Kafka's meaning of the same config).
-_DESCRIPTIONS = {
-    "node_id": "the broker's id in Metadata answers (Kafka's node.id)",
-    "auto_create_topics": "create a topic on its first Metadata or Produce request naming it",
-    "delete_topic_enable": "allow DeleteTopics",
-    "segment_bytes": "a partition's log rolls to a new segment file at this size",
-    "segment_ms": "... or when its first record is this old",
-    "retention_ms": "segments whose newest record is older than this are deleted; -1: kept forever",
-    "retention_bytes": "a partition's oldest segments are deleted past this size; -1: no limit",
-    "retention_check_interval_ms": "how often retention is enforced",
-    "connections_max_idle_ms": "a connection idle this long is closed",
-    "group_min_session_timeout_ms": "the shortest session.timeout.ms a classic group member may ask for",
-    "group_max_session_timeout_ms": "the longest session.timeout.ms a classic group member may ask for",
-}
-
 
 def kafka_names(setting: str) -> list[str]:
     """The server.properties keys that set `setting`, Kafka's first; `logbroker.<setting>` always works."""
@@ -84,7 +69,7 @@ def settings_table() -> list[dict[str, Any]]:
                 "env": ENV_PREFIX + name.upper(),
                 "type": _type_name(field.annotation),
                 "default": _plain(field.get_default(call_default_factory=True)),
-                "description": field.description or _DESCRIPTIONS.get(name, ""),
+                "description": field.description or "",
             }
         )
     return rows
