@@ -1,5 +1,5 @@
-"""The `logbroker` command: serve's configuration sources and errors, topics, produce and consume (keyed
-records land where the Java client and librdkafka's murmur2 partitioner put them)."""
+"""The `logbroker` command: serve's configuration sources and errors, topics, a produce/consume round trip
+(the record verbs in depth, on both brokers: test_cli_records.py)."""
 
 from __future__ import annotations
 
@@ -8,20 +8,17 @@ import os
 import subprocess
 import sys
 import time
-from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
 
 from logbroker.client.connection import BrokerError, KafkaClient
-from logbroker.client.partitioner import partition_for_key
 from logbroker.config import ConfigError, load_settings
 from logbroker.protocol.errors import ErrorCode
 from logbroker.protocol.records import NewRecord, build_batch
 from logbroker.testing.process import BrokerProcess
-from support import both_targets, create_topic, java_client_tool, read_topic, target_bootstrap, unique
+from support import both_targets, create_topic, target_bootstrap, unique
 
 CLI = [sys.executable, "-m", "logbroker"]
 
@@ -111,77 +108,6 @@ def test_unreachable_broker_is_a_clear_error() -> None:
 
     r = run("topics", "list", "-b", f"127.0.0.1:{free_port()}")
     assert r.returncode != 0 and "cannot reach" in r.stderr
-
-
-# ------------------------------------------------------------------------------ keyed records
-
-PARTITIONS = 7  # not a power of two: a wrong modulo or sign would show
-KEYS = [f"order-{i}" for i in range(300)] + ["k", "ключ", "a-little-bit-longer-string", "x" * 200]
-
-
-def test_partition_for_key_is_kafkas_murmur2() -> None:
-    """Utils.murmur2 vectors from Kafka's UtilsTest, made positive and reduced as Java's partitioner does."""
-    vectors = {"21": -973932308, "foobar": -790332482, "a-little-bit-long-string": -985981536,
-               "a-little-bit-longer-string": -1486304829, "abc": 479470107,
-               "lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971}  # fmt: skip
-    for key, java_hash in vectors.items():
-        for n in (1, 3, 7, 64):
-            assert partition_for_key(key.encode(), n) == (java_hash & 0x7FFFFFFF) % n
-    with pytest.raises(ValueError):
-        partition_for_key(b"k", 0)
-
-
-def _cli_produce(bootstrap: str, topic: str, lines: list[str], *args: str) -> None:
-    r = run("produce", "-b", bootstrap, "-t", topic, "-K", ":", "--batch-size", "50", *args,
-            input="".join(line + "\n" for line in lines))  # fmt: skip
-    assert r.returncode == 0, r.stderr
-
-
-def _partitions_by_key(bootstrap: str, topic: str, source: str) -> dict[str, int]:
-    """key -> partition of the records whose value starts with `source`; a key on two partitions fails."""
-    seen: dict[str, set[int]] = defaultdict(set)
-    for msg in read_topic(bootstrap, topic, PARTITIONS):
-        if msg.value().decode().startswith(source):
-            seen[msg.key().decode()].add(msg.partition())
-    assert all(len(parts) == 1 for parts in seen.values()), {k: v for k, v in seen.items() if len(v) > 1}
-    return {k: parts.pop() for k, parts in seen.items()}
-
-
-def test_produce_puts_keys_where_librdkafka_murmur2_does(broker: BrokerProcess, topic: str) -> None:
-    create_topic(broker.bootstrap, topic, PARTITIONS)
-    _cli_produce(broker.bootstrap, topic, [f"{k}:cli-{i}" for i, k in enumerate(KEYS)])
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "partitioner": "murmur2_random", "acks": "all"})
-    for i, k in enumerate(KEYS):
-        producer.produce(topic, f"rdkafka-{i}".encode(), k.encode())
-    assert producer.flush(30) == 0
-
-    cli = _partitions_by_key(broker.bootstrap, topic, "cli-")
-    rdkafka = _partitions_by_key(broker.bootstrap, topic, "rdkafka-")
-    assert set(cli) == set(rdkafka) == set(KEYS)
-    assert cli == rdkafka
-    assert set(cli.values()) == set(range(PARTITIONS))  # the keys really spread
-
-
-def test_produce_partition_flag_and_unkeyed_records(broker: BrokerProcess, topic: str) -> None:
-    create_topic(broker.bootstrap, topic, PARTITIONS)
-    _cli_produce(broker.bootstrap, topic, ["no key here", "nor here"])  # no delimiter: no key
-    _cli_produce(broker.bootstrap, topic, [f"{k}:pinned" for k in KEYS[:20]], "-p", "3")
-    got = read_topic(broker.bootstrap, topic, PARTITIONS)
-    assert [(m.partition(), m.key(), m.value()) for m in got if m.key() is None] == [
-        (0, None, b"no key here"),
-        (0, None, b"nor here"),
-    ]
-    assert {m.partition() for m in got if m.key() is not None} == {3}
-
-
-@pytest.mark.java
-def test_produce_puts_keys_where_the_java_client_does(broker: BrokerProcess, topic: str) -> None:
-    tool = java_client_tool()
-    create_topic(broker.bootstrap, topic, PARTITIONS)
-    _cli_produce(broker.bootstrap, topic, [f"{k}:cli-{i}" for i, k in enumerate(KEYS)])
-    acks = tool.produce(broker.bootstrap, topic, [{"key": k.encode(), "value": b"java"} for k in KEYS])
-    java = {k: a["partition"] for k, a in zip(KEYS, acks, strict=True)}
-    assert _partitions_by_key(broker.bootstrap, topic, "cli-") == java
 
 
 # ------------------------------------------------------------------------------ sizes on disk
