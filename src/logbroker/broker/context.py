@@ -42,6 +42,7 @@ from .groups.model import for_log
 from .groups.store import GroupStore
 from .log_cleaner import LogCleaner
 from .loggers import config_changes, config_values
+from .metrics import BrokerMetrics
 from .producer_ids import ProducerIdAllocator
 from .txn import TxnCoordinator, TxnSettings, TxnStore
 
@@ -76,7 +77,9 @@ class BrokerContext:
         self.endpoints: dict[str, tuple[str, int]] = {
             lst.name: (lst.advertised_host, lst.advertised_port) for lst in self.listeners
         }
-        self.flusher = Flusher(settings.fsync, settings.fsync_interval_ms)
+        self.metrics = BrokerMetrics()  # counted by the server and the data path; state is read at scrape time
+        self.metrics.context = self
+        self.flusher = Flusher(settings.fsync, settings.fsync_interval_ms, self.metrics.flush)
         self.cluster_id = ""
         self._logs: LogManager | None = None
         self._configs: BrokerConfigs | None = None

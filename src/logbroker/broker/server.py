@@ -27,6 +27,7 @@ from .context import BrokerContext, NoResponse, descriptor_shares
 from .dispatch import Handler
 from .handlers import registry, served_apis
 from .logfilter import RepeatFilter
+from .metrics import ApiStats, MetricsEndpoint
 
 log = logging.getLogger("logbroker.broker")
 _TLS_RECORD = 0x1603  # the first two bytes of a TLS handshake record, read as a frame size's high half
@@ -85,6 +86,18 @@ class Broker:
         self.muted = False  # every connection stops reading while `inflight` is over the broker-wide bound
         self._unmute_timer: asyncio.TimerHandle | None = None
         self._log_filter = RepeatFilter()
+        m = self.metrics = self.context.metrics
+        m.open_connections = self._open_by_listener
+        m.inflight_bytes = lambda: self.inflight
+        m.ready = lambda: self.started.is_set() and not self.context.stopping
+        self.metrics_endpoint: MetricsEndpoint | None = None
+
+    def _open_by_listener(self) -> dict[str, int]:
+        out = dict.fromkeys((rt.spec.name for rt in self.listeners), 0)
+        for conn in self._connections:
+            name = conn.listener.spec.name
+            out[name] = out.get(name, 0) + 1
+        return out
 
     @property
     def host(self) -> str:
@@ -110,7 +123,18 @@ class Broker:
         self._host_limits = resolve_overrides(self.settings.max_connections_per_ip_overrides)
         # TLS files and PLAIN users are read before anything opens: a bad one refuses to start, naming it.
         self.listeners = [ListenerRuntime.build(spec, self.settings) for spec in ctx.listeners]
-        ctx.open()
+        self.metrics.loop = asyncio.get_running_loop()
+        for rt in self.listeners:
+            self.metrics.listener(rt.spec.name)  # every listener's series from the start, at 0
+        if self.settings.metrics_listen:
+            # First, so that /ready answers 503 while storage opens (a recovery can take a while).
+            self.metrics_endpoint = MetricsEndpoint(self.metrics)
+            self.metrics_endpoint.start(self.settings.metrics_listen)
+        try:
+            ctx.open()
+        except BaseException:
+            await self._close_metrics()
+            raise
         loop = asyncio.get_running_loop()
         try:
             for rt in self.listeners:
@@ -142,6 +166,7 @@ class Broker:
             for server in self._servers:
                 server.close()
             await ctx.close()
+            await self._close_metrics()
             raise
         self._tasks.append(asyncio.create_task(self._housekeeping(), name="housekeeping"))
         log.info(
@@ -173,8 +198,14 @@ class Broker:
         if self._unmute_timer is not None:
             self._unmute_timer.cancel()
         await self.context.close()
+        await self._close_metrics()  # last: /ready answers 503 through the whole shutdown
         log.info("logbroker stopped cleanly")
         self._log_filter.uninstall()
+
+    async def _close_metrics(self) -> None:
+        if self.metrics_endpoint is not None:
+            await self.metrics_endpoint.close()
+            self.metrics_endpoint = None
 
     # ------------------------------------------------------------------ connection quotas and memory
 
@@ -192,8 +223,10 @@ class Broker:
             self._connections.add(conn)
             self._per_host[host] = self._per_host.get(host, 0) + 1
             self.stats["connections"] += 1
+            self.metrics.listener(conn.listener.spec.name).accepted += 1
             return True
         self.stats["refused_connections"] += 1
+        self.metrics.listener(conn.listener.spec.name).refused += 1
         log.warning("refusing connection from %s: %s", conn.peer, reason)
         return False
 
@@ -307,6 +340,10 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._request_bytes = 0  # frames of requests in progress
         self._unsent = 0  # the transport's unsent bytes, as last seen
         self._held = 0  # what this connection counts in the broker's `inflight`
+        self._metrics = broker.metrics
+        self._stats = broker.metrics.listener(self.listener.spec.name)
+        # Per request in progress: [its API's stats, received, handled, answered] (monotonic seconds).
+        self._timing: dict[asyncio.Future[Any], list[Any]] = {}
 
     # ------------------------------------------------------------------ asyncio callbacks
 
@@ -327,9 +364,12 @@ class ClientConnection(asyncio.BufferedProtocol):
             try:
                 self.principal = certificate_principal(transport.get_extra_info("ssl_object"), lst.mapper)
             except (LookupError, ValueError) as exc:
+                self._stats.failed_auth += 1
                 log.info("Failed authentication with %s (listener %s): %s", self.host, lst.spec.name, exc)
                 self._fail()
                 return
+            self._stats.succeeded_auth += 1
+        log.debug("connection from %s opened on listener %s (%s)", self.peer, lst.spec.name, self.principal)
         if lst.spec.sasl:
             users = self.broker.context.users
             self.sasl = SaslSession(
@@ -354,9 +394,18 @@ class ClientConnection(asyncio.BufferedProtocol):
             self.broker.release(self)
             self.broker.account(-self._held)
             self._held = self._unsent = 0
+            self._stats.closed += 1
+            log.debug(
+                "connection from %s closed on listener %s (%s)%s",
+                self.peer,
+                self.listener.spec.name,
+                self.principal,
+                f": {exc}" if exc is not None else "",
+            )
         for fut in self.pending:
             fut.cancel()
         self.pending.clear()
+        self._timing.clear()
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -426,6 +475,7 @@ class ClientConnection(asyncio.BufferedProtocol):
                     self._sasl_event(req)
         except ProtocolError as exc:
             self.broker.stats["protocol_errors"] += 1
+            self._stats.protocol_errors += 1
             if isinstance(exc, FrameTooLarge) and exc.size >> 16 == _TLS_RECORD and not self.listener.tls:
                 log.warning(
                     "closing connection from %s: a TLS handshake on listener %s, which is %s (%s)",
@@ -435,6 +485,7 @@ class ClientConnection(asyncio.BufferedProtocol):
                     exc,
                 )
             elif self.sasl is not None and self.sasl.in_exchange:
+                self._stats.failed_auth += 1
                 log.info("Failed authentication with %s (listener %s): %s", self.host, self.listener.spec.name, exc)
             else:
                 log.warning("closing connection from %s: %s", self.peer, exc)
@@ -493,6 +544,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         sasl = self.sasl
         assert sasl is not None
         frame: memoryview | None = None
+        if req is not None:
+            self._metrics.request(req)
         if out.response is not None and req is not None:
             frame = self.codec.encode_response(req, out.response)
         elif out.raw is not None:
@@ -501,6 +554,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             assert sasl.principal is not None
             self.principal = sasl.principal
             self.codec.max_request_bytes = self.broker.settings.socket_request_max_bytes
+            self._stats.succeeded_auth += 1
             log.debug("%s authenticated as %s with %s", self.peer, self.principal, sasl.mechanism_name)
         if sasl.raw and sasl.in_exchange:
             self.codec.expect_raw(1)
@@ -508,6 +562,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.pending.append(fut)
         if out.failure is not None:
             self._auth_failed = True
+            self._stats.failed_auth += 1
             detail = out.failure.detail
             log.info("Failed authentication with %s (listener %s): %s", self.host, self.listener.spec.name, detail)
             delay = self.broker.settings.connection_failed_authentication_delay_ms / 1000
@@ -530,6 +585,8 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def _dispatch(self, req: Request) -> None:
         self.broker.stats["requests"] += 1
+        started = time.monotonic()
+        stats = self._metrics.request(req)
         req.client_host = self.host
         req.client_address = self.address
         req.principal = self.principal
@@ -537,6 +594,9 @@ class ClientConnection(asyncio.BufferedProtocol):
         handler = self.broker._handlers.get(req.api_key)
         fut: asyncio.Future[memoryview | None] = asyncio.get_running_loop().create_future()
         self.pending.append(fut)
+        # Received no later than the last bytes read: a request parsed once reading resumed has waited behind
+        # the connection's earlier ones (an exclusive Fetch, the pipelining or memory bounds) since then.
+        self._timing[fut] = [stats, min(self.last_activity, started), started, 0.0]
         if handler is None:  # registered in the codec but no handler: cannot happen for advertised APIs
             fut.set_exception(ProtocolError(f"no handler for API key {req.api_key}"))
             self._drain()
@@ -575,6 +635,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self, fut: asyncio.Future[memoryview | None], req: Request, task: asyncio.Future[Any], exclusive: bool
     ) -> None:
         self._end(req.size, exclusive)
+        remote = self._metrics.take_remote(task)
         if fut.done():
             return
         if task.cancelled():
@@ -582,13 +643,20 @@ class ClientConnection(asyncio.BufferedProtocol):
         elif task.exception() is not None:
             fut.set_exception(task.exception())  # type: ignore[arg-type]
         else:
-            self._finish(fut, req, task.result())
+            self._finish(fut, req, task.result(), remote)
             return
         self._drain()
 
-    def _finish(self, fut: asyncio.Future[memoryview | None], req: Request, response: Any) -> None:
+    def _finish(self, fut: asyncio.Future[memoryview | None], req: Request, response: Any, remote: float = 0.0) -> None:
         if fut.done():
             return
+        timing = self._timing.get(fut)
+        if timing is not None:
+            stats: ApiStats = timing[0]
+            timing[3] = now = time.monotonic()
+            stats.queue.observe(timing[2] - timing[1])
+            stats.local.observe(now - timing[2] - remote)
+            stats.remote.observe(remote)
         try:
             if isinstance(response, NoResponse) and response.close:
                 fut.set_result(_CLOSE)
@@ -606,6 +674,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         wrote = False
         while self.pending and self.pending[0].done():
             fut = self.pending.popleft()
+            timing = self._timing.pop(fut, None) if self._timing else None
             if fut.cancelled():
                 continue
             exc = fut.exception()
@@ -625,6 +694,7 @@ class ClientConnection(asyncio.BufferedProtocol):
                 for later in self.pending:
                     later.cancel()
                 self.pending.clear()
+                self._timing.clear()
                 if t is not None and not t.is_closing():
                     t.close()
                 return
@@ -635,6 +705,11 @@ class ClientConnection(asyncio.BufferedProtocol):
                     # (Python 3.12+ keeps a view of it, not a copy): the buffer is left to it, not pooled.
                     self.codec.sent(frame)
                 wrote = True
+            if timing is not None and timing[3]:
+                now = time.monotonic()
+                stats = timing[0]
+                stats.response_queue.observe(now - timing[3])
+                stats.total.observe(now - timing[1])
         if wrote and not self._closed:
             self._track_unsent()
         self.update_reading()

@@ -50,6 +50,9 @@ from logbroker.config import ConfigError, load_settings
 @click.option("--message-max-bytes", type=int)
 @click.option("--log-level", help="DEBUG, INFO, WARNING, ERROR.")
 @click.option(
+    "--metrics-listen", help="HOST:PORT for Prometheus /metrics, /health and /ready (off by default; loopback advised)."
+)
+@click.option(
     "--log-format", type=click.Choice(["text", "json"]), help="text (default), or one JSON object per line."
 )
 def serve(config_file: Path | None, **flags: object) -> None:

@@ -40,16 +40,23 @@ async def handle(ctx: BrokerContext, req: Request) -> R:
     denied = None if ctx.authorizer is None else _denied(ctx, req)
     while True:
         lent: list[bytearray] = []
-        resp, total, keys = _collect(ctx, body, req.version, lent, denied)
+        sent: list[tuple[str, int]] = []  # (topic, bytes) and error codes of this round, for the metrics
+        errors: list[int] = []
+        resp, total, keys = _collect(ctx, body, req.version, lent, denied, sent, errors)
         remaining = deadline - time.monotonic()
         if total >= max(body.min_bytes, 1) or remaining <= 0 or not keys or ctx.stopping:
             req.response_size_hint = total + 64 * len(keys)  # one response buffer, never regrown
             req.lent.extend((ctx.read_buffers, buf) for buf in lent)  # back to the pool once encoded
+            ctx.metrics.fetched(sent)
+            if errors:
+                ctx.metrics.errors(ApiKey.Fetch, errors)
             return resp
         del resp
         for buf in lent:  # this round's answer is dropped: its read buffers are free again
             ctx.read_buffers.give(buf)
+        waited = time.monotonic()
         await ctx.wait_for_data(keys, remaining)
+        ctx.metrics.waited(time.monotonic() - waited)  # the long poll: Kafka's RemoteTimeMs
 
 
 def _denied(ctx: BrokerContext, req: Request) -> frozenset[str] | bool:
@@ -61,8 +68,16 @@ def _denied(ctx: BrokerContext, req: Request) -> frozenset[str] | bool:
 
 
 def _collect(
-    ctx: BrokerContext, body: Any, version: int, lent: list[bytearray], denied: frozenset[str] | bool | None = None
+    ctx: BrokerContext,
+    body: Any,
+    version: int,
+    lent: list[bytearray],
+    denied: frozenset[str] | bool | None = None,
+    sent: list[tuple[str, int]] | None = None,
+    errors: list[int] | None = None,
 ) -> tuple[R, int, list[tuple[str, int]]]:
+    sent = [] if sent is None else sent
+    errors = [] if errors is None else errors
     # Kafka caps every answer at the broker's fetch.max.bytes (still returning a first batch whole).
     limit = min(body.max_bytes if version >= 3 and body.max_bytes > 0 else 0x7FFFFFFF, ctx.settings.fetch_max_bytes)
     total = 0
@@ -71,22 +86,26 @@ def _collect(
     committed = version >= 4 and body.isolation_level == 1
     for t in body.topics:
         if denied and (denied is True or t.topic in denied):
+            errors.extend([E.TOPIC_AUTHORIZATION_FAILED] * len(t.partitions))
             topics.append(
                 TR(topic=t.topic, partitions=[_pd(p.partition, E.TOPIC_AUTHORIZATION_FAILED) for p in t.partitions])
             )
             continue
         parts = []
+        before = total
         for p in t.partitions:
             plog = ctx.get_log(t.topic, p.partition)
             if plog is None:
                 # A topic on disk that cannot be served answers as Kafka does for a partition on a failed
                 # log directory.
                 missing = E.KAFKA_STORAGE_ERROR if ctx.unavailable(t.topic) else E.UNKNOWN_TOPIC_OR_PARTITION
+                errors.append(missing)
                 parts.append(_pd(p.partition, missing))
                 continue
             hwm = plog.next_offset
             lso = plog.last_stable_offset
             if version >= 9 and p.current_leader_epoch > 0:
+                errors.append(E.UNKNOWN_LEADER_EPOCH)
                 parts.append(_pd(p.partition, E.UNKNOWN_LEADER_EPOCH, hwm, plog.log_start_offset, lso))
                 continue
             data: bytes | memoryview = b""
@@ -99,6 +118,7 @@ def _collect(
                         lent.append(data.obj)
             except OffsetOutOfRange as exc:
                 log.info("fetch from %s-%d: OFFSET_OUT_OF_RANGE: %s", t.topic, p.partition, exc)
+                errors.append(E.OFFSET_OUT_OF_RANGE)
                 parts.append(_pd(p.partition, E.OFFSET_OUT_OF_RANGE, hwm, plog.log_start_offset, lso))
                 continue
             aborted = None
@@ -111,6 +131,8 @@ def _collect(
             total += len(data)
             keys.append((t.topic, p.partition))
             parts.append(_pd(p.partition, 0, hwm, plog.log_start_offset, lso, data, aborted))
+        if total > before:
+            sent.append((t.topic, total - before))
         topics.append(TR(topic=t.topic, partitions=parts))
     return R(throttle_time_ms=0, error_code=0, session_id=0, responses=topics), total, keys
 

@@ -80,9 +80,10 @@ def _error_response(body: Any, error: int, message: str | None) -> R:
     )
 
 
-def _refuse_request(req: Request, error: E, message: str | None) -> Any:
+def _refuse_request(ctx: BrokerContext, req: Request, error: E, message: str | None) -> Any:
     """Kafka's answer to a produce it fails as a whole: every partition gets `error` (acks=0: closed)."""
     log.info("refused produce request from client %r: %s: %s", req.header.client_id, error.name, message or "")
+    ctx.metrics.errors(ApiKey.Produce, [error] * sum(len(t.partition_data) for t in req.body.topic_data))
     if req.body.acks == 0:
         return NO_RESPONSE_CLOSE
     return _error_response(req.body, error, message)
@@ -100,17 +101,17 @@ async def handle(ctx: BrokerContext, req: Request) -> Any:
             if p.records is not None
         )
     except RequestRefused as exc:
-        return _refuse_request(req, exc.error, exc.message)
+        return _refuse_request(ctx, req, exc.error, exc.message)
     if transactional and body.transactional_id is None:
         return _refuse_request(
-            req, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional records need a transactional id"
+            ctx, req, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional records need a transactional id"
         )
     writable: set[str] | None = None  # None: no authorizer, every topic may be written
     if ctx.authorizer is not None:
         if transactional and not ctx.authorize(
             req, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id
         ):
-            return _refuse_request(req, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
+            return _refuse_request(ctx, req, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
         writable = ctx.authorize_names(req, AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in body.topic_data))
     acks = body.acks
     if acks not in (-1, 0, 1):
@@ -121,6 +122,7 @@ async def handle(ctx: BrokerContext, req: Request) -> Any:
                 tr.partition_responses = [
                     _part(pr.index, E.TOPIC_AUTHORIZATION_FAILED) for pr in tr.partition_responses
                 ]
+        _count_errors(ctx, refused.responses)
         return refused
 
     # Stage 2: topics, partitions and one magic-2 batch each; nothing is written yet.
@@ -161,14 +163,14 @@ async def handle(ctx: BrokerContext, req: Request) -> Any:
                 failed = True
                 continue
             except RequestRefused as exc:
-                return _refuse_request(req, exc.error, exc.message)
+                return _refuse_request(ctx, req, exc.error, exc.message)
             accepted.append((parts, len(parts), t.name, p.index, plog, p.records, size))
             parts.append(None)  # filled in by stage 4
         responses.append(TR(name=t.name, partition_responses=parts))
 
     # Stage 3: a batch too short to read its producer id fails the whole request.
     if any(short_first_batch(size) for *_, size in accepted):
-        return _refuse_request(req, E.UNKNOWN_SERVER_ERROR, None)
+        return _refuse_request(ctx, req, E.UNKNOWN_SERVER_ERROR, None)
 
     # Stage 4: each partition's batch and records, then the append. Walking records costs up to ~75 ms per
     # MB of tiny records, so after a large batch the loop serves other clients; the sequencer keeps
@@ -187,8 +189,11 @@ async def handle(ctx: BrokerContext, req: Request) -> Any:
                 await asyncio.sleep(0)
     if acks == 0:
         # Kafka closes the connection on a failed acks=0 produce: the only signal such a client gets.
+        if failed:
+            _count_errors(ctx, responses)
         return NO_RESPONSE_CLOSE if failed else NO_RESPONSE
     if written:
+        synced = time.monotonic()
         try:
             await ctx.sync()
         except OSError as exc:
@@ -198,7 +203,15 @@ async def handle(ctx: BrokerContext, req: Request) -> Any:
                     if not pr.error_code:
                         pr.error_code = E.KAFKA_STORAGE_ERROR
                         pr.error_message = f"fsync failed: {exc}"
+                        failed = True
+        ctx.metrics.waited(time.monotonic() - synced)  # the fsync round: Kafka's RemoteTimeMs
+    if failed:
+        _count_errors(ctx, responses)
     return R(throttle_time_ms=0, responses=responses)
+
+
+def _count_errors(ctx: BrokerContext, responses: list[Any]) -> None:
+    ctx.metrics.errors(ApiKey.Produce, (pr.error_code for tr in responses for pr in tr.partition_responses))
 
 
 def _may_create(ctx: BrokerContext, req: Request, topic: str) -> bool:
@@ -274,5 +287,6 @@ def _append(
         log.error("append to %s-%d failed: %s", topic, index, exc)
         return _part(index, E.KAFKA_STORAGE_ERROR, message=str(exc))
     ctx.appended(plog, topic, index)
+    ctx.metrics.produced(topic, size, header.records_count)
     append_time = header.max_timestamp if cfg.log_append_time else -1
     return _part(index, 0, base, plog.log_start_offset, append_time=append_time)
