@@ -27,7 +27,7 @@ from .context import BrokerContext, NoResponse, descriptor_shares
 from .dispatch import Handler
 from .handlers import registry, served_apis
 from .logfilter import RepeatFilter
-from .metrics import ApiStats, MetricsEndpoint
+from .metrics import MetricsEndpoint
 
 log = logging.getLogger("logbroker.broker")
 _TLS_RECORD = 0x1603  # the first two bytes of a TLS handshake record, read as a frame size's high half
@@ -342,7 +342,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._held = 0  # what this connection counts in the broker's `inflight`
         self._metrics = broker.metrics
         self._stats = broker.metrics.listener(self.listener.spec.name)
-        # Per request in progress: [its API's stats, received, handled, answered] (monotonic seconds).
+        # Per request in progress: [its API's stats, received, handler started, answer ready, remote seconds].
         self._timing: dict[asyncio.Future[Any], list[Any]] = {}
 
     # ------------------------------------------------------------------ asyncio callbacks
@@ -596,7 +596,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.pending.append(fut)
         # Received no later than the last bytes read: a request parsed once reading resumed has waited behind
         # the connection's earlier ones (an exclusive Fetch, the pipelining or memory bounds) since then.
-        self._timing[fut] = [stats, min(self.last_activity, started), started, 0.0]
+        self._timing[fut] = [stats, self.last_activity, started, 0.0, 0.0]
         if handler is None:  # registered in the codec but no handler: cannot happen for advertised APIs
             fut.set_exception(ProtocolError(f"no handler for API key {req.api_key}"))
             self._drain()
@@ -650,13 +650,6 @@ class ClientConnection(asyncio.BufferedProtocol):
     def _finish(self, fut: asyncio.Future[memoryview | None], req: Request, response: Any, remote: float = 0.0) -> None:
         if fut.done():
             return
-        timing = self._timing.get(fut)
-        if timing is not None:
-            stats: ApiStats = timing[0]
-            timing[3] = now = time.monotonic()
-            stats.queue.observe(timing[2] - timing[1])
-            stats.local.observe(now - timing[2] - remote)
-            stats.remote.observe(remote)
         try:
             if isinstance(response, NoResponse) and response.close:
                 fut.set_result(_CLOSE)
@@ -667,9 +660,15 @@ class ClientConnection(asyncio.BufferedProtocol):
         except Exception as exc:
             if not fut.done():
                 fut.set_exception(exc)
-        self._drain()
+        now = 0.0
+        timing = self._timing.get(fut)
+        if timing is not None:  # the answer is ready (encoded): the handler's part is over
+            timing[3] = now = time.monotonic()
+            timing[4] = remote
+        self._drain(now)
 
-    def _drain(self) -> None:
+    def _drain(self, now: float = 0.0) -> None:
+        """Send the answers that are due, in request order; `now`: the clock, if just read."""
         t = self.transport
         wrote = False
         while self.pending and self.pending[0].done():
@@ -706,10 +705,7 @@ class ClientConnection(asyncio.BufferedProtocol):
                     self.codec.sent(frame)
                 wrote = True
             if timing is not None and timing[3]:
-                now = time.monotonic()
-                stats = timing[0]
-                stats.response_queue.observe(now - timing[3])
-                stats.total.observe(now - timing[1])
+                timing[0].record(timing, now or time.monotonic())
         if wrote and not self._closed:
             self._track_unsent()
         self.update_reading()
