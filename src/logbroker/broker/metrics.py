@@ -43,7 +43,9 @@ from logbroker.protocol import ApiKey, ErrorCode
 if TYPE_CHECKING:
     from logbroker.protocol import Request
 
-    from .context import BrokerContext
+# The broker context is read at scrape time; it is typed loosely here because the context imports this
+# module (through the flusher), and the broker's modules keep no import loop, not even for type checking.
+BrokerContext = Any
 
 log = logging.getLogger("logbroker.broker")
 T = TypeVar("T")
