@@ -271,7 +271,7 @@ def login_error(client: str, broker: SecureBroker, conf: dict[str, Any], listene
         from kafka.errors import KafkaTimeoutError
 
         with caplog.at_level("ERROR", logger="kafka"), pytest.raises(KafkaTimeoutError):
-            KafkaConsumer(bootstrap_timeout_ms=10000, **conf)  # Kafka under CI load answers slowly
+            KafkaConsumer(bootstrap_timeout_ms=5000, **conf)
         text = "\n".join(r.getMessage() for r in caplog.records if "SaslAuthenticationFailedError" in r.getMessage())
         assert text, caplog.text
         return text
