@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from logbroker.cli import main
 from logbroker.testing.net import free_ports
@@ -172,7 +172,7 @@ def test_delete_records_from_a_kafka_delete_records_file(b: str, tmp_path: Path)
     # What a consumer reads from the beginning now starts at the new log start.
     c = Consumer({"bootstrap.servers": b, "group.id": unique("g"), "auto.offset.reset": "earliest"})
     try:
-        c.assign([TopicPartition(topic, 0)])
+        c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])  # no coordinator needed (a fresh Kafka has none yet)
         msg = eventually(lambda: _polled(c))
         assert (msg.offset(), msg.value()) == (2, b"0-2")
     finally:

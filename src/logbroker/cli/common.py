@@ -505,8 +505,12 @@ class Admin:
             raise kafka_failure(exc, "read metadata") from None
 
     def close(self) -> None:
+        """AdminClient has no close(): librdkafka's handle (its sockets and threads) goes when the last
+        reference does, so drop ours now rather than at some later garbage collection (an in-process caller,
+        such as a test running many commands, would otherwise hold descriptors for each)."""
         with contextlib.suppress(Exception):
             self.client.poll(0)
+        self.__dict__.pop("client", None)
 
 
 @contextlib.contextmanager
