@@ -666,7 +666,8 @@ def test_many_connections_opened_and_dropped_do_not_leak(fresh_broker: BrokerPro
         time.sleep(0.1)
     leaked = {fd: target for fd, target in now.items() if baseline.get(fd) != target}
     assert len(now) <= len(baseline), f"{len(now) - len(baseline)} descriptors leaked: {sorted(leaked.values())}"
-    assert proc_status(fresh_broker, "VmRSS") - rss < 50_000, "the broker grew by more than 50 MB"
+    # 400 connections each held a receive buffer: one 256 KiB zero-filled buffer each was 100 MB here.
+    assert proc_status(fresh_broker, "VmRSS") - rss < 10_000, "the broker grew by more than 10 MB"
     w.log("closing connection from")
     w.assert_served()
     w.close()
