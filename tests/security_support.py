@@ -5,10 +5,7 @@ tests/test_sasl_wire.py)."""
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import json
-import shutil
-import subprocess
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -39,35 +36,9 @@ LISTENERS = {
 def make_certs(d: Path) -> dict[str, Path]:
     """A CA; a server certificate for 127.0.0.1/localhost (Kafka's PEM keystore: key, then chain); client
     certificates CN=client (key encrypted with KEY_PASSWORD) and CN=admin; and a client certificate from a
-    CA nobody trusts. Each client also as one PEM keystore (encrypted key, then certificate) for Java."""
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    now = dt.datetime.now(dt.UTC)
-    pem = serialization.Encoding.PEM
-
-    def name(cn: str) -> x509.Name:
-        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-
-    def cert(cn: str, key: Any, issuer: x509.Name, issuer_key: Any, ca: bool) -> x509.Certificate:
-        b = (
-            x509.CertificateBuilder()
-            .subject_name(name(cn))
-            .issuer_name(issuer)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(days=1))
-            .not_valid_after(now + dt.timedelta(days=2))
-            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-        )
-        if not ca:
-            san = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address(LOOPBACK))]
-            b = b.add_extension(x509.SubjectAlternativeName(san), critical=False)
-        return b.sign(issuer_key, hashes.SHA256())
+    CA nobody trusts. Each client also as one PEM keystore (encrypted key, then certificate) for Java. The
+    product's `logbroker.certificates` makes them: one encoding every client and both brokers read."""
+    from logbroker.certificates import cert_pem, issue, key_pem, new_key
 
     out: dict[str, Path] = {}
 
@@ -78,39 +49,24 @@ def make_certs(d: Path) -> dict[str, Path]:
 
     cas = {}
     for ca_label, cn in (("ca", "logbroker-test-ca"), ("rogue_ca", "rogue-ca")):
-        key = ec.generate_private_key(ec.SECP256R1())
-        cas[ca_label] = (name(cn), key)
-        write(ca_label, cert(cn, key, name(cn), key, True).public_bytes(pem))
+        key = new_key("ec")
+        cas[ca_label] = (issue(cn, key, None, 2, server=False), key)
+        write(ca_label, cert_pem(cas[ca_label][0]))
     for label, cn, ca_label, password in (
         ("server", "server", "ca", None),
         ("client", "client", "ca", KEY_PASSWORD),
         ("admin", "admin", "ca", KEY_PASSWORD),
         ("rogue", "client", "rogue_ca", KEY_PASSWORD),
     ):
-        key = ec.generate_private_key(ec.SECP256R1())
-        c = cert(cn, key, *cas[ca_label], False).public_bytes(pem)
-        enc = serialization.BestAvailableEncryption(password.encode()) if password else serialization.NoEncryption()
-        key_pem = key.private_bytes(pem, serialization.PrivateFormat.PKCS8, enc)
+        key = new_key("ec")
+        server = label == "server"
+        hosts = ("localhost", LOOPBACK) if server else ()
+        c = cert_pem(issue(cn, key, cas[ca_label], 2, hosts=hosts, server=server))
+        pem = key_pem(key, password)
         write(f"{label}_cert", c)
-        write(f"{label}_key", key_pem)
-        if password:
-            clear = key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-            key_pem = _java_readable(clear, password)
-        write(f"{label}_keystore", key_pem + c)
+        write(f"{label}_key", pem)
+        write(f"{label}_keystore", pem + c)
     return out
-
-
-def _java_readable(key_pem: bytes, password: str) -> bytes:
-    """The key encrypted with PBES1 (SHA1, 3DES): Java 17 cannot decrypt the PBES2 (AES) keys `cryptography`
-    writes, and `cryptography` writes no PBES1 PKCS#8. openssl does; without it the key stays unencrypted
-    (the Java client then gets no ssl.key.password: see client_config)."""
-    if shutil.which("openssl") is None:
-        return key_pem
-    p = subprocess.run(
-        ["openssl", "pkcs8", "-topk8", "-v1", "PBE-SHA1-3DES", "-passout", f"pass:{password}"],
-        input=key_pem, capture_output=True, check=True, timeout=30,
-    )  # fmt: skip
-    return p.stdout
 
 
 # ---------------------------------------------------------------------------------------------- brokers

@@ -5,13 +5,21 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import itertools
 import os
+import socket
+import ssl
+import struct
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from logbroker.protocol import ApiKey, ApiSpec, api
+from logbroker.protocol.messages import decode_response, encode_request
 
 if TYPE_CHECKING:
     from logbroker.testing.peers import JavaClientTool
@@ -275,6 +283,18 @@ def authz_logbroker(
         proc.stop()
 
 
+@contextlib.contextmanager
+def authz_target(kind: str) -> Iterator[SimpleNamespace]:
+    """A broker with the standard authorizer and User:alice as super user, "kafka" or "logbroker": plain is
+    its PLAINTEXT listener (User:ANONYMOUS), sasl its SASL_PLAINTEXT one (alice and bob log in)."""
+    if kind == "kafka":
+        with authz_kafka_peer(super_users=("User:alice",)) as peer:
+            yield SimpleNamespace(kind="kafka", plain=peer.bootstrap, sasl=peer.listener_bootstrap("SASL_PLAINTEXT"))
+    else:
+        with authz_logbroker(super_users=("User:alice",)) as proc:
+            yield SimpleNamespace(kind="logbroker", plain=proc.bootstrap, sasl=proc.sasl_bootstrap, proc=proc)
+
+
 def raw_connection(bootstrap: str, user: str | None = None, password: str | None = None) -> Any:
     """A blocking logbroker.client Connection for raw requests (codes the admin clients hide); with `user`,
     logged in with SASL PLAIN (SaslHandshake v1 + SaslAuthenticate, as a SASL_PLAINTEXT client does)."""
@@ -290,3 +310,82 @@ def raw_connection(bootstrap: str, user: str | None = None, password: str | None
         auth = conn.do(api(ApiKey.SaslAuthenticate).request(auth_bytes=token), 2)
         assert auth.error_code == 0, auth
     return conn
+
+
+# ------------------------------------------------------------------------------------------------ raw wire
+
+
+def spec(key: int) -> ApiSpec:
+    """Every version the codec knows (a raw test may send one the broker refuses)."""
+    a = api(key)
+    return ApiSpec(a, 0, a.codec_max_version)
+
+
+class Wire:
+    """One raw connection (optionally TLS): requests framed and parsed by logbroker.protocol, raw frames, and
+    whether the broker closed it; for the codes clients hide, SASL by hand, and garbage."""
+
+    def __init__(self, bootstrap: str, tls: ssl.SSLContext | None = None, timeout: float = 5.0) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.sock = tls.wrap_socket(sock, server_hostname=host) if tls is not None else sock
+        self._ids = itertools.count(1)
+
+    def send(self, key: int, version: int, request: Any = None, /, **fields: Any) -> int:
+        """Send `request` (or one built from `fields`); its correlation id."""
+        cid = next(self._ids)
+        body = api(key).request(**fields) if request is None else request
+        self.sock.sendall(encode_request(spec(key), version, cid, "wire-test", body))
+        return cid
+
+    def recv(self, key: int, version: int) -> Any:
+        _cid, resp = decode_response(spec(key), version, self.recv_raw())
+        return resp
+
+    def call(self, key: int, version: int, request: Any = None, /, **fields: Any) -> Any:
+        cid = self.send(key, version, request, **fields)
+        got, resp = decode_response(spec(key), version, self.recv_raw())
+        assert got == cid, f"answer {got} to request {cid}"
+        return resp
+
+    def send_raw(self, payload: bytes) -> None:
+        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
+
+    def recv_raw(self) -> bytes:
+        (size,) = struct.unpack(">i", self._exact(4))
+        return self._exact(size)
+
+    def _exact(self, n: int) -> bytes:
+        buf = b""
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("closed by the broker")
+            buf += chunk
+        return buf
+
+    def closed(self, within: float = 3.0) -> bool:
+        """True when the broker closes the connection within `within` seconds (having sent nothing more)."""
+        self.sock.settimeout(within)
+        try:
+            return self.sock.recv(1) == b""
+        except (ConnectionResetError, ssl.SSLError):
+            return True
+        except TimeoutError:
+            return False
+
+    def handshake(self, mechanism: str, version: int = 1) -> Any:
+        return self.call(ApiKey.SaslHandshake, version, mechanism=mechanism)
+
+    def plain(self, user: str, password: str) -> Any:
+        self.handshake("PLAIN")
+        return self.call(ApiKey.SaslAuthenticate, 2, auth_bytes=f"\0{user}\0{password}".encode())
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> Wire:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

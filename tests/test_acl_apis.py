@@ -31,8 +31,8 @@ from logbroker.protocol.errors import ErrorCode as E
 from support import (
     AUTHZ_USERS,
     assert_equal,
-    authz_kafka_peer,
     authz_logbroker,
+    authz_target,
     both_targets,
     eventually,
     kafka_tool,
@@ -55,12 +55,8 @@ DENY, ALLOW = 2, 3
 @pytest.fixture(scope="module", params=both_targets())
 def target(request: pytest.FixtureRequest) -> Iterator[SimpleNamespace]:
     """plain: PLAINTEXT (User:ANONYMOUS); sasl: SASL_PLAINTEXT where alice (super) and bob log in."""
-    if request.param == "kafka":
-        with authz_kafka_peer(super_users=("User:alice",)) as peer:
-            yield SimpleNamespace(kind="kafka", plain=peer.bootstrap, sasl=peer.listener_bootstrap("SASL_PLAINTEXT"))
-    else:
-        with authz_logbroker(super_users=("User:alice",)) as proc:
-            yield SimpleNamespace(kind="logbroker", plain=proc.bootstrap, sasl=proc.sasl_bootstrap, proc=proc)
+    with authz_target(request.param) as t:
+        yield t
 
 
 @pytest.fixture(scope="module", params=both_targets())

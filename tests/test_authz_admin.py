@@ -20,8 +20,7 @@ from logbroker.protocol.errors import ErrorCode as E
 from support import (
     AUTHZ_USERS,
     assert_equal,
-    authz_kafka_peer,
-    authz_logbroker,
+    authz_target,
     both_targets,
     eventually,
     raw_connection,
@@ -47,12 +46,9 @@ TOPIC_DENIED = "Topic authorization failed."
 
 @pytest.fixture(scope="module", params=both_targets())
 def target(request: pytest.FixtureRequest) -> Iterator[SimpleNamespace]:
-    if request.param == "kafka":
-        with authz_kafka_peer(super_users=("User:alice",)) as peer:
-            yield SimpleNamespace(kind="kafka", plain=peer.bootstrap, sasl=peer.listener_bootstrap("SASL_PLAINTEXT"))
-    else:
-        with authz_logbroker(super_users=("User:alice",)) as proc:
-            yield SimpleNamespace(kind="logbroker", plain=proc.bootstrap, sasl=proc.sasl_bootstrap)
+    """plain: PLAINTEXT (User:ANONYMOUS); sasl: SASL_PLAINTEXT where alice (super) and bob log in."""
+    with authz_target(request.param) as t:
+        yield t
 
 
 def anonymous(target: SimpleNamespace) -> Any:

@@ -11,7 +11,6 @@ import json
 import os
 import re
 import signal
-import socket
 import struct
 import time
 import urllib.error
@@ -26,10 +25,10 @@ from confluent_kafka.admin import AdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from logbroker.protocol import ApiKey, api
-from logbroker.protocol.messages import decode_response, encode_request
+from logbroker.protocol.messages import encode_request
 from logbroker.protocol.records import NewRecord, build_batch
 from logbroker.testing.process import LOOPBACK, BrokerProcess, free_port
-from support import create_topic, eventually, log_since, log_size, read_topic, unique
+from support import Wire, create_topic, eventually, log_since, log_size, read_topic, unique
 
 DASHBOARD = Path(__file__).parent.parent / "examples" / "grafana" / "logbroker-dashboard.json"
 Sample = tuple[str, frozenset[tuple[str, str]]]
@@ -85,45 +84,6 @@ def stored_bytes(broker: BrokerProcess, topic: str) -> int:
     return sum(f.stat().st_size for f in broker.data_dir.glob(f"{topic}-[0-9]*/*.log"))
 
 
-class Raw:
-    """A raw Kafka connection (protocol encoders only): for error codes clients hide, and garbage."""
-
-    def __init__(self, bootstrap: str) -> None:
-        host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=15)
-        self.correlation = 0
-
-    def send_frame(self, frame: bytes) -> None:
-        self.sock.sendall(frame)
-
-    def do(self, key: ApiKey, version: int, request: Any) -> Any:
-        self.correlation += 1
-        spec = api(key)
-        self.sock.sendall(encode_request(spec, version, self.correlation, "metrics-test", request))
-        size = struct.unpack(">i", self._read(4))[0]
-        correlation, response = decode_response(spec, version, self._read(size))
-        assert correlation == self.correlation
-        return response
-
-    def closed_by_peer(self) -> bool:
-        try:
-            return self.sock.recv(1) == b""
-        except ConnectionResetError:
-            return True
-
-    def _read(self, n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed by the broker")
-            buf += chunk
-        return buf
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 def raw_fetch(bootstrap: str, topic: str, partition: int, offset: int) -> int:
     """One Fetch v11 of one partition; its error code."""
     req_cls = api(ApiKey.Fetch).request
@@ -133,9 +93,9 @@ def raw_fetch(bootstrap: str, topic: str, partition: int, offset: int) -> int:
     req = req_cls(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
                   session_epoch=-1, topics=[ft(topic=topic, partitions=[part])], forgotten_topics_data=[],
                   rack_id="")  # fmt: skip
-    raw = Raw(bootstrap)
+    raw = Wire(bootstrap, timeout=15)
     try:
-        [t] = raw.do(ApiKey.Fetch, 11, req).responses
+        [t] = raw.call(ApiKey.Fetch, 11, req).responses
         return int(t.partitions[0].error_code)
     finally:
         raw.close()
@@ -147,9 +107,9 @@ def raw_produce(bootstrap: str, topic: str, partition: int) -> int:
     p = req_cls.TopicProduceData
     data = [p.PartitionProduceData(index=partition, records=build_batch([NewRecord(b"k", b"v")]))]
     req = req_cls(transactional_id=None, acks=-1, timeout_ms=10_000, topic_data=[p(name=topic, partition_data=data)])
-    raw = Raw(bootstrap)
+    raw = Wire(bootstrap, timeout=15)
     try:
-        [t] = raw.do(ApiKey.Produce, 9, req).responses
+        [t] = raw.call(ApiKey.Produce, 9, req).responses
         return int(t.partition_responses[0].error_code)
     finally:
         raw.close()
@@ -281,7 +241,7 @@ def test_connections_by_listener(served: BrokerProcess) -> None:
     # Earlier tests' clients are closed, but the broker may not have seen every close yet.
     eventually(lambda: _assert(value(scrape(served), "logbroker_connections") == 0))
     before = scrape(served)
-    raw = Raw(served.bootstrap)
+    raw = Wire(served.bootstrap, timeout=15)
     try:
         eventually(lambda: _assert(delta(before, scrape(served), "logbroker_connections", listener="PLAINTEXT") == 1))
     finally:
@@ -300,20 +260,19 @@ def test_garbage_does_not_grow_labels(served: BrokerProcess) -> None:
     create_topic(served.bootstrap, unique("m-garbage"))
     before = scrape(served)
     for key, version in [(999, 0), (32767, 3), (-5, 0), (int(ApiKey.Produce), 200), (int(ApiKey.Fetch), 99)]:
-        raw = Raw(served.bootstrap)
+        raw = Wire(served.bootstrap, timeout=15)
         try:
             body = struct.pack(">hhih", key, version, 1, -1)
-            raw.send_frame(struct.pack(">i", len(body)) + body)
-            assert raw.closed_by_peer()
+            raw.send_raw(body)
+            assert raw.closed(within=15)
         finally:
             raw.close()
     for version in (50, 1234):
-        raw = Raw(served.bootstrap)
+        raw = Wire(served.bootstrap, timeout=15)
         try:
             body = struct.pack(">hhih", int(ApiKey.ApiVersions), version, 1, -1) + b"\0"  # header v2: no tags
-            raw.send_frame(struct.pack(">i", len(body)) + body)
-            size = struct.unpack(">i", raw._read(4))[0]
-            assert struct.unpack_from(">h", raw._read(size), 4)[0] == 35  # UNSUPPORTED_VERSION
+            raw.send_raw(body)
+            assert struct.unpack_from(">h", raw.recv_raw(), 4)[0] == 35  # UNSUPPORTED_VERSION
         finally:
             raw.close()
     after = scrape(served)
@@ -410,9 +369,9 @@ def test_ready_turns_on_after_start_and_off_while_stopping(tmp_path: Path) -> No
         eventually(lambda: _assert(get(url + "/ready")[0] == 200))  # once every listener is bound
         before = scrape(url)
         mark = log_size(proc)
-        raw = Raw(f"{LOOPBACK}:{sasl}")
+        raw = Wire(f"{LOOPBACK}:{sasl}")
         handshake = api(ApiKey.SaslHandshake).request(mechanism="PLAIN")
-        assert raw.do(ApiKey.SaslHandshake, 1, handshake).error_code == 0
+        assert raw.call(ApiKey.SaslHandshake, 1, handshake).error_code == 0
         token = b"\0nobody\0wrong-password"
         raw.sock.sendall(encode_request(api(ApiKey.SaslAuthenticate), 2, 9, "metrics-test",
                                         api(ApiKey.SaslAuthenticate).request(auth_bytes=token)))  # fmt: skip

@@ -30,10 +30,10 @@ from logbroker.notify import (
     stop_embedded,
 )
 from logbroker.testing.peers import KafkaPeer, free_port, jars_available, java_available
+from security_support import KEY_PASSWORD
 
 BACKENDS = ["embedded", "kafka"]
 SASL_USER, SASL_PASSWORD = "alice", "alice-secret"
-KEY_PASSWORD = "key-secret"
 
 
 def wait_for(cond: Callable[[], bool], timeout: float = 15.0) -> None:
@@ -52,59 +52,14 @@ def name(prefix: str = "n") -> str:
 
 
 def make_certs(d: Path) -> dict[str, Path]:
-    """A CA, a server cert for 127.0.0.1 and a client cert whose key is password-protected."""
-    import ipaddress
+    """A CA, a server cert for 127.0.0.1 and a client cert whose key is password-protected (KEY_PASSWORD):
+    the security suites' set (security_support)."""
+    from security_support import make_certs as security_certs
 
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
+    return security_certs(d)
 
-    now = dt.datetime.now(dt.UTC)
 
-    def cert(subject: str, key: Any, issuer: Any, issuer_key: Any, ca: bool, san: bool) -> Any:
-        b = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
-            .issuer_name(issuer)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(days=1))
-            .not_valid_after(now + dt.timedelta(days=2))
-            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-        )
-        if san:
-            b = b.add_extension(
-                x509.SubjectAlternativeName(
-                    [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-                ),
-                critical=False,
-            )
-        return b.sign(issuer_key, hashes.SHA256())
-
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "logbroker-test-ca")])
-    ca = cert("logbroker-test-ca", ca_key, ca_name, ca_key, True, False)
-    pem = serialization.Encoding.PEM
-    out: dict[str, Path] = {"ca": d / "ca.pem"}
-    out["ca"].write_bytes(ca.public_bytes(pem))
-    for who in ("server", "client"):
-        key = ec.generate_private_key(ec.SECP256R1())
-        c = cert(who, key, ca_name, ca_key, False, True)
-        enc = (
-            serialization.BestAvailableEncryption(KEY_PASSWORD.encode())
-            if who == "client"
-            else serialization.NoEncryption()
-        )
-        key_pem = key.private_bytes(pem, serialization.PrivateFormat.PKCS8, enc)
-        out[f"{who}_cert"] = d / f"{who}.crt"
-        out[f"{who}_cert"].write_bytes(c.public_bytes(pem))
-        out[f"{who}_key"] = d / f"{who}.key"
-        out[f"{who}_key"].write_bytes(key_pem)
-        if who == "server":  # Kafka's PEM keystore: key then chain in one file
-            out["server_keystore"] = d / "server-keystore.pem"
-            out["server_keystore"].write_bytes(key_pem + c.public_bytes(pem))
-    return out
+__all__ = ["KEY_PASSWORD"]  # test_notify_oslo takes it from here
 
 
 # ------------------------------------------------------------------------------------- fixtures

@@ -51,8 +51,13 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
     tmp = tmp_path_factory.mktemp("ops-logs")
     certs = make_certs(tmp)
     # The server's key encrypted with a password (ssl.key.password), its certificate valid for 127.0.0.1.
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    from logbroker.certificates import key_pem
+
     keystore = tmp / "server-encrypted.pem"
-    keystore.write_bytes(certs["client_key"].read_bytes() + certs["client_cert"].read_bytes())
+    key = load_pem_private_key(certs["server_key"].read_bytes(), password=None)
+    keystore.write_bytes(key_pem(key, KEY_PASSWORD) + certs["server_cert"].read_bytes())
     settings = {
         "ssl_keystore_location": str(keystore),
         "ssl_key_password": KEY_PASSWORD,

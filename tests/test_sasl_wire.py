@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import socket
 import ssl
 import struct
 import time
@@ -22,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from logbroker.protocol import ApiKey, ApiSpec, api
+from logbroker.protocol import ApiKey, api
 from logbroker.protocol.errors import ErrorCode as E
 from logbroker.protocol.messages import decode_response, encode_request
 from security_support import (
@@ -34,7 +33,7 @@ from security_support import (
     logbroker_secure,
     make_certs,
 )
-from support import both_targets, java_client_tool, unique
+from support import Wire, both_targets, java_client_tool, spec, unique
 
 REAUTH_MS = 3000
 WIRE_LISTENERS = {
@@ -70,77 +69,6 @@ def wire(request: pytest.FixtureRequest, certs: dict[str, Path], tmp_path_factor
 
 
 # ------------------------------------------------------------------------------------------ raw client
-
-
-def spec(key: int) -> ApiSpec:
-    a = api(key)
-    return ApiSpec(a, 0, a.codec_max_version)
-
-
-class Wire:
-    """One raw connection: requests framed and parsed by logbroker.protocol, raw frames, and whether the
-    broker closed it."""
-
-    def __init__(self, bootstrap: str, tls: ssl.SSLContext | None = None, timeout: float = 5.0) -> None:
-        host, port = bootstrap.rsplit(":", 1)
-        sock = socket.create_connection((host, int(port)), timeout=timeout)
-        self.sock = tls.wrap_socket(sock, server_hostname=host) if tls is not None else sock
-        self._ids = itertools.count(1)
-
-    def send(self, key: int, version: int, /, **fields: Any) -> int:
-        cid = next(self._ids)
-        self.sock.sendall(encode_request(spec(key), version, cid, "wire-test", api(key).request(**fields)))
-        return cid
-
-    def recv(self, key: int, version: int) -> Any:
-        _cid, resp = decode_response(spec(key), version, self.recv_raw())
-        return resp
-
-    def call(self, key: int, version: int, /, **fields: Any) -> Any:
-        self.send(key, version, **fields)
-        return self.recv(key, version)
-
-    def send_raw(self, payload: bytes) -> None:
-        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
-
-    def recv_raw(self) -> bytes:
-        (size,) = struct.unpack(">i", self._exact(4))
-        return self._exact(size)
-
-    def _exact(self, n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed by the broker")
-            buf += chunk
-        return buf
-
-    def closed(self, within: float = 3.0) -> bool:
-        """True when the broker closes the connection within `within` seconds (having sent nothing more)."""
-        self.sock.settimeout(within)
-        try:
-            return self.sock.recv(1) == b""
-        except (ConnectionResetError, ssl.SSLError):
-            return True
-        except TimeoutError:
-            return False
-
-    def handshake(self, mechanism: str, version: int = 1) -> Any:
-        return self.call(ApiKey.SaslHandshake, version, mechanism=mechanism)
-
-    def plain(self, user: str, password: str) -> Any:
-        self.handshake("PLAIN")
-        return self.call(ApiKey.SaslAuthenticate, 2, auth_bytes=f"\0{user}\0{password}".encode())
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def __enter__(self) -> Wire:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def metadata(w: Wire) -> Any:

@@ -27,6 +27,8 @@ from typing import Any
 
 import javaproperties
 
+from logbroker.config import LISTENER_OVERRIDABLE
+
 __all__ = ["IGNORED", "KAFKA_NAMES", "REFUSED_UNLESS_DEFAULT", "Loaded", "PropertiesError", "load_properties"]
 
 _INT = (-(2**31), 2**31 - 1)
@@ -441,16 +443,7 @@ def _listeners(props: Mapping[str, str], put: Callable[..., None], problems: lis
 
 # Broker security properties with a per-listener form (`listener.name.<listener>.<property>`).
 _LISTENER_KEYS: Mapping[str, tuple[str, Callable[[str], Any]]] = {
-    "ssl.keystore.location": ("ssl_keystore_location", _string),
-    "ssl.keystore.type": ("ssl_keystore_type", _string),
-    "ssl.key.password": ("ssl_key_password", _string),
-    "ssl.truststore.location": ("ssl_truststore_location", _string),
-    "ssl.truststore.type": ("ssl_truststore_type", _string),
-    "ssl.client.auth": ("ssl_client_auth", _string),
-    "ssl.principal.mapping.rules": ("ssl_principal_mapping_rules", _string),
-    "ssl.enabled.protocols": ("ssl_enabled_protocols", _list),
-    "sasl.enabled.mechanisms": ("sasl_enabled_mechanisms", _list),
-    "connections.max.reauth.ms": ("connections_max_reauth_ms", _long),
+    **{key: spec for key, spec in KAFKA_NAMES.items() if spec[0] in LISTENER_OVERRIDABLE},
     "plain.sasl.jaas.config": ("sasl_plain_jaas_config", _string),
 }
 _LISTENER_PREFIXED = re.compile(r"^listener\.name\.([^.]+)\.(.+)$")

@@ -9,7 +9,6 @@ are the bench's librdkafka workloads with the listener's security settings.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import json
 import tempfile
 import time
@@ -30,41 +29,14 @@ USER, PASSWORD, MECHANISM = "bench", "bench-secret", "SCRAM-SHA-256"
 
 def make_certs(d: Path) -> dict[str, Path]:
     """A CA and a server certificate for 127.0.0.1 (Kafka's PEM keystore: key, then certificate)."""
-    import ipaddress
+    from logbroker.certificates import cert_pem, issue, key_pem, new_key
 
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    now = dt.datetime.now(dt.UTC)
-    pem = serialization.Encoding.PEM
-
-    def name(cn: str) -> x509.Name:
-        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-
-    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
-
-    def cert(subject: str, public: Any, ca: bool) -> x509.Certificate:
-        b = (
-            x509.CertificateBuilder()
-            .subject_name(name(subject))
-            .issuer_name(name("bench-ca"))
-            .public_key(public)
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(days=1))
-            .not_valid_after(now + dt.timedelta(days=2))
-            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-        )
-        if not ca:
-            san = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address(LOOPBACK))]
-            b = b.add_extension(x509.SubjectAlternativeName(san), critical=False)
-        return b.sign(ca_key, hashes.SHA256())
-
+    ca_key, key = new_key("ec"), new_key("ec")
+    ca = issue("bench-ca", ca_key, None, 2, server=False)
+    server = issue("server", key, (ca, ca_key), 2, hosts=("localhost", LOOPBACK), server=True)
     out = {"ca": d / "ca.pem", "keystore": d / "server-keystore.pem"}
-    out["ca"].write_bytes(cert("bench-ca", ca_key.public_key(), True).public_bytes(pem))
-    key_pem = key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    out["keystore"].write_bytes(key_pem + cert("server", key.public_key(), False).public_bytes(pem))
+    out["ca"].write_bytes(cert_pem(ca))
+    out["keystore"].write_bytes(key_pem(key, None) + cert_pem(server))
     return out
 
 
