@@ -100,7 +100,7 @@ def test_orders_json_example(spark: SparkSession, own_broker: str, tmp_path: Pat
     result = run(load_spec(localise("orders-json.yaml", own_broker, tmp_path)), spark=spark, progress=False)
     assert result.stopped == "finished"
     got = {(r["minute"].replace(tzinfo=None), r["customer"]): (r["orders"], r["amount"])
-           for r in spark.read.parquet(str(tmp_path / "data")).collect()}  # fmt: skip
+           for r in spark.read.format("delta").load(str(tmp_path / "data")).collect()}  # fmt: skip
     want: dict[tuple[dt.datetime, str], tuple[int, float]] = {}
     for o in orders:
         ts = dt.datetime.strptime(o["ts"], "%Y-%m-%dT%H:%M:%S.000Z").replace(second=0)

@@ -169,9 +169,13 @@ OK_SPEC: dict[str, Any] = {
     ("change", "message"),
     [
         ({"sinks": [{"type": "parquet"}]}, "sinks.0.path: Field required"),
-        ({"sinks": [{"type": "console"}, {"type": "parquet", "path": "p", "mode": "upsert"}]}, "sinks.1.keys: "),
+        ({"sinks": [{"type": "console"}, {"type": "parquet", "path": "p", "mode": "upsert", "keys": ["k"]}]},
+         "sinks.1.mode: upsert is retired: use type: delta with mode: merge"),
+        ({"sinks": [{"type": "delta", "path": "p", "mode": "merge"}]}, "sinks.0.keys: mode merge needs keys"),
+        ({"sinks": [{"type": "delta", "path": "p", "keys": ["k"]}]}, "sinks.0.keys: applies to mode merge only"),
+        ({"sinks": [{"type": "delta", "path": "p", "mode": "upsert", "keys": ["k"]}]}, "sinks.0.mode: "),
         ({"sinks": [{"path": "x"}]}, "sinks.0.type: Field required"),
-        ({"sinks": [{"type": "s3"}]}, "sinks.0.type: must be one of console, parquet, topic"),
+        ({"sinks": [{"type": "s3"}]}, "sinks.0.type: must be one of console, delta, parquet, topic"),
         ({"sinks": []}, "sinks: "),
         ({"source": {"bootstrap": "b"}}, "source: give exactly one of topics or pattern"),
         ({"source": {"bootstrap": "b", "topics": ["a"], "pattern": "a.*"}}, "source: give exactly one of topics"),
@@ -372,23 +376,47 @@ def test_checkpoint_refuses_another_sink_and_bad_sql_is_one_error(
     assert "\n" not in str(info.value)
 
 
-def test_upsert_sink_is_idempotent(spark: SparkSession, tmp_path: Path) -> None:
-    """A replayed batch rewrites the same rows; a later batch replaces rows per key, one row per key."""
-    from logbroker.spark.pipeline import upsert_batch
-    from logbroker.spark.spec import ParquetSink
+def test_delta_merge_applies_each_batch_once_and_the_newest_row_wins(spark: SparkSession, tmp_path: Path) -> None:
+    """A batch tagged with the query's id is applied once however often it is replayed (Delta's txnAppId /
+    txnVersion); of one key's rows in a batch the greatest by order_by wins; null keys match null keys;
+    without an order a batch with a key twice is refused, naming the key."""
+    from logbroker.spark.pipeline import PipelineError, _QueryId, merge_batch
+    from logbroker.spark.spec import DeltaSink
 
-    sink = ParquetSink(type="parquet", path=str(tmp_path / "u"), mode="upsert", keys=["k", "g"])
-    first = spark.createDataFrame([("a", 1, 10), ("b", 1, 20), ("c", None, 30)], "k STRING, g INT, n LONG")
-    merge = upsert_batch(sink)
+    path = str(tmp_path / "t")
+    schema = "k STRING, g INT, n LONG, ts LONG"
+    sink = DeltaSink(type="delta", path=path, mode="merge", keys=["k", "g"], order_by=["ts"])
+    query = _QueryId()
+    query.set("query-1")
+    merge = merge_batch(sink, query)
 
     def table() -> list[tuple[Any, ...]]:
-        return sorted((tuple(r) for r in spark.read.parquet(sink.path).collect()), key=repr)
+        return sorted((tuple(r) for r in spark.read.format("delta").load(path).collect()), key=repr)
 
-    merge(first, 0)
-    merge(first, 0)  # the same batch again (a restart replays the last uncommitted batch)
-    assert table() == sorted([("a", 1, 10), ("b", 1, 20), ("c", None, 30)], key=repr)
-    merge(spark.createDataFrame([("b", 1, 21), ("c", None, 31), ("d", 2, 40)], "k STRING, g INT, n LONG"), 1)
-    assert table() == sorted([("a", 1, 10), ("b", 1, 21), ("c", None, 31), ("d", 2, 40)], key=repr)
+    merge(spark.createDataFrame([("a", 1, 10, 1), ("b", 1, 20, 1), ("c", None, 30, 1), ("a", 1, 11, 2)], schema), 0)
+    assert table() == sorted([("a", 1, 11, 2), ("b", 1, 20, 1), ("c", None, 30, 1)], key=repr)
+    second = spark.createDataFrame([("b", 1, 21, 3), ("c", None, 31, 3), ("d", 2, 40, 3)], schema)
+    merge(second, 1)
+    merge(spark.createDataFrame([("b", 1, 99, 9)], schema), 1)  # batch 1 again, other rows: not applied
+    want = sorted([("a", 1, 11, 2), ("b", 1, 21, 3), ("c", None, 31, 3), ("d", 2, 40, 3)], key=repr)
+    assert table() == want
+    from delta.tables import DeltaTable
+
+    ops = [r["operation"] for r in DeltaTable.forPath(spark, path).history().orderBy("version").collect()]
+    assert ops == ["WRITE", "MERGE"], ops
+    # A new checkpoint is a new query id: its batch 1 is new.
+    other = _QueryId()
+    other.set("query-2")
+    merge_batch(sink, other)(spark.createDataFrame([("b", 1, 99, 9)], schema), 1)
+    assert ("b", 1, 99, 9) in table()
+    # Time travel: the table as the first batch left it.
+    v0 = sorted((tuple(r) for r in spark.read.format("delta").option("versionAsOf", 0).load(path).collect()), key=repr)
+    assert v0 == sorted([("a", 1, 11, 2), ("b", 1, 20, 1), ("c", None, 30, 1)], key=repr)
+
+    unordered = DeltaSink(type="delta", path=path, mode="merge", keys=["k", "g"])
+    twice = r"batch 7 holds key \{'k': 'z', 'g': 5\} more than once; give the sink order_by"
+    with pytest.raises(PipelineError, match=twice):
+        merge_batch(unordered, None)(spark.createDataFrame([("z", 5, 1, 1), ("z", 5, 2, 1)], schema).drop("ts"), 7)
 
 
 # ------------------------------------------------------------------------------------------ archive
@@ -506,23 +534,43 @@ def test_rollup_matches_pandas_with_late_data(spark: SparkSession, backend: str,
     r2 = rollup(backend, out, topics=[topic], spark=spark, progress=False, timeout=300)
     assert r2.rows_in == len(late_ok) + len(too_late) + 1
 
-    frame = pd.DataFrame(events, columns=["t", "event_type", "priority", "size"])
-    frame["window_start"] = frame["t"].dt.floor("min")
-    want = frame.groupby(["window_start", "event_type", "priority"], dropna=False).agg(
-        count=("size", "size"), bytes=("size", "sum")
-    )
-    expected = sorted(
-        (int(ws.timestamp() * 1000), int(ws.timestamp() * 1000) + 60_000, et, None if pd.isna(pr) else pr,
-         int(row["count"]), int(row["bytes"]))
-        for (ws, et, pr), row in want.iterrows()
-    )  # fmt: skip
-    got = sorted(
-        (r["ws"], r["we"], r["event_type"], r["priority"], r["count"], r["bytes"])
-        for r in spark.read.parquet(str(out)).selectExpr(
-            "unix_millis(window_start) AS ws", "unix_millis(window_end) AS we", "event_type", "priority", "count",
-            "bytes").collect()
-    )  # fmt: skip
-    assert got == expected
+    def expected() -> list[tuple[Any, ...]]:
+        frame = pd.DataFrame(events, columns=["t", "event_type", "priority", "size"])
+        frame["window_start"] = frame["t"].dt.floor("min")
+        want = frame.groupby(["window_start", "event_type", "priority"], dropna=False).agg(
+            count=("size", "size"), bytes=("size", "sum")
+        )
+        return sorted(
+            (int(ws.timestamp() * 1000), int(ws.timestamp() * 1000) + 60_000, et, None if pd.isna(pr) else pr,
+             int(row["count"]), int(row["bytes"]))
+            for (ws, et, pr), row in want.iterrows()
+        )  # fmt: skip
+
+    def got(version: int | None = None) -> list[tuple[Any, ...]]:
+        reader = spark.read.format("delta")
+        if version is not None:
+            reader = reader.option("versionAsOf", version)
+        return sorted(
+            (r["ws"], r["we"], r["event_type"], r["priority"], r["count"], r["bytes"])
+            for r in reader.load(str(out)).selectExpr(
+                "unix_millis(window_start) AS ws", "unix_millis(window_end) AS we", "event_type", "priority",
+                "count", "bytes").collect()
+        )  # fmt: skip
+
+    assert got() == expected()
+    after_two = got()
+    from delta.tables import DeltaTable
+
+    version_two = DeltaTable.forPath(spark, str(out)).history(1).collect()[0]["version"]
+    # Phase 3: more late events in windows already written, and a new minute: merged into their rows.
+    produce(backend, topic, batch([590, 480, 650], True, 300))
+    r3 = rollup(backend, out, topics=[topic], spark=spark, progress=False, timeout=300)
+    assert r3.rows_in == 3
+    assert got() == expected()
+    history = DeltaTable.forPath(spark, str(out)).history().orderBy("version").collect()
+    assert history[0]["operation"] == "WRITE" and {h["operation"] for h in history[1:]} == {"MERGE"}
+    assert history[-1]["version"] > version_two
+    assert got(version_two) == after_two, "time travel: the table as the second run left it"
 
 
 # ------------------------------------------------------------------------------------------ CLI

@@ -56,6 +56,6 @@ def demo(out: Path, master: str, notifications: int, minutes: int, seed: int) ->
         sys.exit(130)
     print_summary(result, console)
     console.print(f"archive (Parquet, by topic/date): {result.archive}", highlight=False, soft_wrap=True)
-    console.print(f"rollup (Parquet, per minute):     {result.rollup}", highlight=False, soft_wrap=True)
+    console.print(f"rollup (Delta, per minute):       {result.rollup}", highlight=False, soft_wrap=True)
     console.print(f"chart (PNG):                      {result.chart}", highlight=False, soft_wrap=True)
     console.print(f"summary (JSON):                   {result.summary}", highlight=False, soft_wrap=True)

@@ -53,8 +53,8 @@ class DemoResult:
 
 
 def analyse(spark: SparkSession, result: DemoResult) -> list[dict[str, Any]]:
-    """Read back what the pipelines wrote (the archive through its _spark_metadata log) and fill in
-    the summary; returns the rollup rows for the chart."""
+    """Read back what the pipelines wrote (the archive through its _spark_metadata log, the rollup
+    through Delta's log) and fill in the summary; returns the rollup rows for the chart."""
     from pyspark.sql import functions as F
 
     from logbroker.spark.builtins import read_archive
@@ -67,7 +67,7 @@ def analyse(spark: SparkSession, result: DemoResult) -> list[dict[str, Any]]:
     result.parquet_files = len(files)
     result.parquet_bytes = sum(f.stat().st_size for f in files if f.exists())
 
-    rollup = spark.read.parquet(str(result.rollup))
+    rollup = spark.read.format("delta").load(str(result.rollup))
     rows = [
         {**r.asDict(), "priority": r["priority"] or "UNKNOWN"}  # undecodable records have no priority
         for r in rollup.select("window_start", "event_type", "priority", "count", "bytes").collect()

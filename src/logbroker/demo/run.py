@@ -8,7 +8,6 @@ import json
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -26,11 +25,11 @@ if TYPE_CHECKING:
 
 
 # What a run creates under OUT and therefore may delete on the next run; nothing else is removed.
-# Checkpoints sit in OUT/checkpoints rather than inside the datasets: the rollup's upsert sink
-# replaces its whole directory on every batch, and the data dirs then hold only data.
+# Checkpoints sit in OUT/checkpoints rather than inside the datasets, so the data dirs hold only data
+# (the archive's Parquet files, the rollup's Delta table).
 MARKER = ".logbroker-demo"
 OWNED = ("broker", "archive", "rollup", "checkpoints", "rollup.png", "summary.json")
-# Siblings the rollup's upsert sink writes next to its directory while swapping in a new version.
+# What older versions wrote next to the rollup while swapping in a new version of it.
 OWNED_GLOBS = ("rollup.tmp-*", "rollup.old")
 INSTALL_HINT = "pip install 'logbroker[demo]'"
 
@@ -184,17 +183,6 @@ def _check_run(run: Any) -> int:
 
 # Spark's default log4j profile prints WARN lines (native Hadoop, profile in use) meant for
 # operators, not for someone watching a demo; errors still get through.
-_QUIET_LOG4J = """\
-rootLogger.level = error
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
-"""
-
-
 @contextmanager
 def _spark_session(master: str) -> Iterator[SparkSession]:
     """A session for the run; the JVM it launched is shut down afterwards, so a caller of
@@ -204,21 +192,14 @@ def _spark_session(master: str) -> Iterator[SparkSession]:
     from logbroker.spark import session
 
     had_gateway = SparkContext._gateway is not None
-    with tempfile.TemporaryDirectory(prefix="logbroker-demo-") as tmp:
-        log4j = Path(tmp) / "log4j2.properties"
-        log4j.write_text(_QUIET_LOG4J)
-        spark = session(
-            master=master,
-            app_name="logbroker-demo",
-            conf={"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={log4j.as_uri()}"},
-        )
-        try:
-            spark.sparkContext.setLogLevel("ERROR")
-            yield spark
-        finally:
-            spark.stop()
-            if not had_gateway:
-                _shutdown_gateway()
+    spark = session(master=master, app_name="logbroker-demo")  # its logging: warnings and errors only
+    try:
+        spark.sparkContext.setLogLevel("ERROR")
+        yield spark
+    finally:
+        spark.stop()
+        if not had_gateway:
+            _shutdown_gateway()
 
 
 def _shutdown_gateway() -> None:

@@ -7,7 +7,8 @@ these do is the same code path. Layouts are fixed (the replay and demo code read
 * archive: ``key, value, headers, partition, offset, timestamp, timestampType, topic, date``,
   partitioned by ``topic``/``date`` (``date`` is the UTC day of the record timestamp), written by
   Spark's file sink so that each record is listed exactly once in ``_spark_metadata``;
-* rollup: ``window_start, window_end, event_type, priority, count, bytes`` upserted by
+  (or, with ``table_format="delta"``, appended to a Delta table of the same layout);
+* rollup: ``window_start, window_end, event_type, priority, count, bytes``, a Delta table merged by
   ``(window_start, event_type, priority)``; undecodable records count under event type
   ``_corrupt`` (priority null) at their Kafka timestamp, so bad traffic stays visible.
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from logbroker.spark.decode import ARCHIVE_SCHEMA
 from logbroker.spark.pipeline import RunResult, run
@@ -26,7 +27,7 @@ from logbroker.spark.spec import PipelineSpec, Security, load_spec, parse_interv
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["archive", "archive_spec", "read_archive", "rollup", "rollup_spec"]
+__all__ = ["archive", "archive_spec", "is_delta", "read_archive", "rollup", "rollup_spec"]
 
 PathLike = str | os.PathLike[str]
 # UTC day from epoch millis: independent of spark.sql.session.timeZone, unlike to_date(timestamp).
@@ -35,6 +36,8 @@ ARCHIVE_SQL = (
     "date_from_unix_date(CAST(floor(unix_millis(timestamp) / 86400000) AS INT)) AS date FROM events"
 )
 ROLLUP_KEYS = ["window_start", "event_type", "priority"]
+# ARCHIVE_SCHEMA's columns, in its order (a Delta archive is read by name).
+ARCHIVE_COLUMNS = ("key", "value", "headers", "partition", "offset", "timestamp", "timestampType", "topic", "date")
 
 
 def _source(bootstrap: str, topics: Sequence[str] | str | None, pattern: str | None, **extra: Any) -> dict[str, Any]:
@@ -68,6 +71,7 @@ def archive_spec(
     options: dict[str, str] | None = None,
     security: Security = None,
     master: str = "local[*]",
+    table_format: Literal["parquet", "delta"] = "parquet",
 ) -> PipelineSpec:
     """The archive pipeline as a spec (what `archive` runs; also a template for YAML specs)."""
     out = os.fspath(out)
@@ -78,7 +82,7 @@ def archive_spec(
                           isolation_level=isolation_level, options=options, security=security),
         "decode": {"format": "raw"},
         "transform": ARCHIVE_SQL,
-        "sinks": [{"type": "parquet", "path": out, "partition_by": ["topic", "date"]}],
+        "sinks": [{"type": table_format, "path": out, "partition_by": ["topic", "date"]}],
         "trigger": _trigger(trigger),
         "checkpoint": os.fspath(checkpoint) if checkpoint is not None else str(Path(out) / "_checkpoint"),
         "master": master,
@@ -103,8 +107,9 @@ def archive(
     options: dict[str, str] | None = None,
     security: Security = None,
     master: str = "local[*]",
+    table_format: Literal["parquet", "delta"] = "parquet",
 ) -> RunResult:
-    """Archive topics (or a pattern) into Parquet at `out`, exactly once across restarts.
+    """Archive topics (or a pattern) into Parquet (or a Delta table) at `out`, exactly once across restarts.
 
     The checkpoint (default ``<out>/_checkpoint``) keeps the offsets: a second run appends only
     what arrived since, and a run killed mid-batch leaves files that no reader of the dataset sees.
@@ -113,7 +118,7 @@ def archive(
     spec = archive_spec(bootstrap, out, topics=topics, pattern=pattern, checkpoint=checkpoint,
                         starting_offsets=starting_offsets, max_offsets_per_trigger=max_offsets_per_trigger,
                         trigger=trigger, fail_on_data_loss=fail_on_data_loss, isolation_level=isolation_level,
-                        options=options, security=security, master=master)  # fmt: skip
+                        options=options, security=security, master=master, table_format=table_format)  # fmt: skip
     return run(spec, spark=spark, progress=progress, timeout=timeout)
 
 
@@ -155,7 +160,7 @@ def rollup_spec(
         "decode": {"format": "notify"},
         "watermark": {"column": "timestamp", "delay": watermark},
         "transform": rollup_sql(window),
-        "sinks": [{"type": "parquet", "path": out, "mode": "upsert", "keys": ROLLUP_KEYS}],
+        "sinks": [{"type": "delta", "path": out, "mode": "merge", "keys": ROLLUP_KEYS}],
         "trigger": _trigger(trigger),
         "checkpoint": os.fspath(checkpoint) if checkpoint is not None else str(Path(out) / "_checkpoint"),
         "master": master,
@@ -187,7 +192,8 @@ def rollup(
 
     Event time is the notification's own timestamp, so windows reflect when events happened, not
     when they reached the broker. Data later than `watermark` behind the newest event seen is
-    dropped; later data within it updates its window's row (the sink upserts by key).
+    dropped; later data within it updates its window's row (the Delta sink merges by key; each batch's
+    MERGE is idempotent, so a restart never counts a batch twice).
     """
     spec = rollup_spec(bootstrap, out, topics=topics, pattern=pattern, checkpoint=checkpoint, window=window,
                        watermark=watermark, starting_offsets=starting_offsets,
@@ -197,14 +203,32 @@ def rollup(
     return run(spec, spark=spark, progress=progress, timeout=timeout)
 
 
-def read_archive(path: PathLike, spark: SparkSession) -> DataFrame:
-    """The archive at `path` as a DataFrame with the fixed schema.
+def is_delta(path: PathLike, spark: SparkSession) -> bool:
+    """Whether `path` holds a Delta table (its ``_delta_log``), on any filesystem Spark reaches."""
+    path = os.fspath(path)
+    if "://" not in path or path.startswith("file:"):
+        return (Path(path.removeprefix("file://")) / "_delta_log").is_dir()
+    from delta.tables import DeltaTable
 
-    Spark reads a file-sink directory through its ``_spark_metadata`` log, so files of a batch that
-    never committed (a killed run) are not seen. The explicit schema keeps `topic` a string even
-    for numeric-looking topic names (partition inference would make it an int).
+    return bool(DeltaTable.isDeltaTable(spark, path))
+
+
+def read_archive(path: PathLike, spark: SparkSession, version: int | None = None) -> DataFrame:
+    """The archive at `path` (Parquet or Delta) as a DataFrame with the fixed schema.
+
+    Spark reads a file-sink directory through its ``_spark_metadata`` log and a Delta table through
+    its transaction log, so files of a batch that never committed (a killed run) are not seen either
+    way. `version` reads a Delta table as it was then (time travel). The explicit schema keeps `topic`
+    a string even for numeric-looking topic names (partition inference would make it an int).
     """
     path = os.fspath(path)
     if "://" not in path and not Path(path).exists():
         return spark.createDataFrame([], ARCHIVE_SCHEMA)
+    if is_delta(path, spark):
+        reader = spark.read.format("delta")
+        if version is not None:
+            reader = reader.option("versionAsOf", version)
+        return reader.load(path).select(*ARCHIVE_COLUMNS)
+    if version is not None:
+        raise ValueError(f"{path} is a Parquet archive: only a Delta table has versions")
     return spark.read.schema(ARCHIVE_SCHEMA).parquet(path)

@@ -118,8 +118,10 @@ def _common(topics: tuple[str, ...], pattern: str | None, **kw: Any) -> dict[str
 @pipeline.command("archive")
 @click.argument("out")
 @_source_options
+@click.option("--format", "table_format", type=click.Choice(["parquet", "delta"]), default="parquet",
+              show_default=True, help="Parquet files (Spark's file sink) or a Delta table (time travel).")  # fmt: skip
 def archive_cmd(out: str, topics: tuple[str, ...], pattern: str | None, **kw: Any) -> None:
-    """Archive topics into a Parquet dataset at OUT (partitioned by topic and date), exactly once."""
+    """Archive topics into a dataset at OUT (partitioned by topic and date), exactly once."""
     from logbroker.spark.builtins import archive
 
     _run(archive, kw.pop("bootstrap"), out, **_common(topics, pattern, **kw))
@@ -131,7 +133,7 @@ def archive_cmd(out: str, topics: tuple[str, ...], pattern: str | None, **kw: An
 @click.option("--window", default="1 minute", show_default=True, help="Window length.")
 @click.option("--watermark", default="5 minutes", show_default=True, help="How late an event may arrive.")
 def rollup_cmd(out: str, topics: tuple[str, ...], pattern: str | None, **kw: Any) -> None:
-    """Count notifications and bytes per event type, priority and window into Parquet at OUT."""
+    """Count notifications and bytes per event type, priority and window into a Delta table at OUT."""
     from logbroker.spark.builtins import rollup
 
     _run(rollup, kw.pop("bootstrap"), out, **_common(topics, pattern, **kw))

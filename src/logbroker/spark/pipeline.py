@@ -3,9 +3,9 @@
 Each sink is its own streaming query with its own checkpoint (``<checkpoint>/<sink-index>``), so the
 sinks' progress is independent: a failing topic sink does not hold back the archive. Delivery per
 sink: Parquet append uses Spark's file sink (exactly-once: a batch's files are listed in
-``_spark_metadata`` only when the batch commits, and readers honour that log); Parquet upsert
-rewrites the dataset with the batch's rows winning per key (a replayed batch rewrites the same
-result, so it is idempotent); topic and console sinks are at-least-once.
+``_spark_metadata`` only when the batch commits, and readers honour that log); Delta append and
+merge are exactly-once through Delta's transaction log (see `DeltaSink`); topic and console sinks
+are at-least-once.
 
 A parquet source without a checkpoint is read once as a batch and written the same way; with one
 it is a file stream (new files only, across runs).
@@ -14,9 +14,8 @@ it is a file stream (new files only, across runs).
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -29,6 +28,7 @@ from logbroker.spark.decode import ARCHIVE_SCHEMA, decode
 from logbroker.spark.produce import ProduceError, produce_frame
 from logbroker.spark.spec import (
     ConsoleSink,
+    DeltaSink,
     KafkaSource,
     ParquetSink,
     ParquetSource,
@@ -123,78 +123,107 @@ def _source_frame(spark: SparkSession, spec: PipelineSpec) -> DataFrame:
     return spark.readStream.schema(schema).parquet(src.path)
 
 
-_DATA_FILE = "part-00000.parquet"
+class _QueryId:
+    """The streaming query's id, known only once it has started; a merge waits for it. The id lives in
+    the checkpoint, so it is the same after a restart and new with a new checkpoint: the right key for
+    Delta's idempotent writes (a new checkpoint starts batch numbers over)."""
+
+    def __init__(self) -> None:
+        self.value: str | None = None
+        self.ready = threading.Event()
+
+    def set(self, value: str) -> None:
+        self.value = value
+        self.ready.set()
+
+    def get(self) -> str:
+        if not self.ready.wait(120):
+            raise PipelineError("the streaming query never reported its id")
+        assert self.value is not None
+        return self.value
 
 
-def _data_files(root: Path) -> list[Path]:
-    """Parquet files a reader of `root` sees (not under `_`/`.` entries such as _checkpoint)."""
-    if not root.is_dir():
-        return []
-    return [p for p in root.rglob("*.parquet")
-            if not any(part.startswith(("_", ".")) for part in p.relative_to(root).parts)]  # fmt: skip
+def _order_columns(sink: DeltaSink, columns: list[str]) -> list[str]:
+    if sink.order_by:
+        return sink.order_by
+    return [c for c in ("timestamp", "offset") if c in columns]
 
 
-def _install(staging: Path, target: Path) -> None:
-    """Move the staged files over the dataset's, one atomic os.replace per partition directory.
-
-    Each directory holds a single file of a fixed name, so replacing it is atomic: a reader that
-    opens it sees the old or the new rows, never both (no duplicate keys); a reader that listed the
-    directory just before may fail on the replaced file and must retry, and a file-stream source
-    cannot follow an upsert dataset (it tracks files by name). The whole directory is not swapped
-    because it also holds the query's checkpoint. Hadoop's local filesystem verifies `.<name>.crc`
-    files: the old one goes first and the new one follows, so no reader meets a mismatching checksum.
-    """
-    installed: set[Path] = set()
-    for new in _data_files(staging):
-        dest_dir = target / new.parent.relative_to(staging)
-        dest_dir.mkdir(parents=True, exist_ok=True)
-        dest = dest_dir / _DATA_FILE
-        (dest_dir / f".{_DATA_FILE}.crc").unlink(missing_ok=True)
-        os.replace(new, dest)
-        crc = new.parent / f".{new.name}.crc"
-        if crc.exists():
-            os.replace(crc, dest_dir / f".{_DATA_FILE}.crc")
-        installed.add(dest)
-    for old in _data_files(target):
-        if old not in installed:
-            old.unlink(missing_ok=True)
-            (old.parent / f".{old.name}.crc").unlink(missing_ok=True)
-
-
-def upsert_batch(sink: ParquetSink) -> Callable[[DataFrame, int], None]:
-    """foreachBatch body: merge the batch into the dataset at `sink.path`, batch rows winning per key.
-
-    The merged table is written to a staging directory inside the dataset (``_staging-*``, which
-    readers ignore) and installed file by file (see `_install`); meant for rollup-sized data. Keys
-    compare null-safely (window partitioning); duplicates of a key inside one batch keep one
-    arbitrary row. Running the same batch again gives the same table: idempotent on replay.
-    """
+def merge_batch(sink: DeltaSink, query: _QueryId | None) -> Callable[[DataFrame, int], None]:
+    """foreachBatch body of a Delta merge sink (see `DeltaSink`); with ``query`` None (a batch run)
+    the write is not tagged, so running it again applies it again."""
 
     def merge(batch: DataFrame, batch_id: int) -> None:
+        from delta.tables import DeltaTable
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         spark = batch.sparkSession
-        local = local_path(sink.path)
-        if local is None:
-            raise PipelineError(f"upsert sink needs a local path, not {sink.path}")
-        for stale in local.glob("_staging-*"):
-            shutil.rmtree(stale, ignore_errors=True)
-        rows = batch.withColumn("_prio", F.lit(0))
-        if _data_files(local):
-            existing = spark.read.parquet(str(local)).select(*batch.columns).withColumn("_prio", F.lit(1))
-            rows = rows.unionByName(existing)
-        w = Window.partitionBy(*[F.col(f"`{k}`") for k in sink.keys]).orderBy("_prio")
-        merged = rows.withColumn("_rn", F.row_number().over(w)).where("_rn = 1").drop("_rn", "_prio")
-        staging = local / f"_staging-{batch_id}-{uuid.uuid4().hex[:8]}"
-        writer = merged.coalesce(1).write.mode("overwrite")
-        if sink.partition_by:
-            writer = writer.partitionBy(*sink.partition_by)
-        writer.parquet(str(staging))
-        _install(staging, local)
-        shutil.rmtree(staging, ignore_errors=True)
+        keys = [F.col(f"`{k}`") for k in sink.keys]
+        order = _order_columns(sink, batch.columns)
+        if order:
+            newest = Window.partitionBy(*keys).orderBy(*[F.col(f"`{c}`").desc_nulls_last() for c in order])
+            rows = batch.withColumn("_rn", F.row_number().over(newest)).where("_rn = 1").drop("_rn")
+        else:
+            rows = batch
+            twice = batch.groupBy(*keys).count().where("count > 1").limit(1).collect()
+            if twice:
+                found = {k: twice[0][k] for k in sink.keys}
+                raise PipelineError(f"delta:{sink.path}: batch {batch_id} holds key {found} more than once; "
+                                    "give the sink order_by (which of a key's rows is the newest)")  # fmt: skip
+        app = query.get() if query is not None else None
+        if not DeltaTable.isDeltaTable(spark, sink.path):
+            writer = rows.write.format("delta").mode("append")
+            if app is not None:
+                writer = writer.option("txnAppId", app).option("txnVersion", str(batch_id))
+            if sink.partition_by:
+                writer = writer.partitionBy(*sink.partition_by)
+            writer.save(sink.path)
+            return
+        on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in sink.keys)
+        if app is not None:  # this query's own session (a clone per query): no other writer sees these
+            spark.conf.set("spark.databricks.delta.write.txnAppId", app)
+            spark.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
+        try:
+            (DeltaTable.forPath(spark, sink.path).alias("t").merge(rows.alias("s"), on)
+             .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())  # fmt: skip
+        finally:
+            if app is not None:
+                spark.conf.unset("spark.databricks.delta.write.txnAppId")
+                spark.conf.unset("spark.databricks.delta.write.txnVersion")
 
     return merge
+
+
+def _check_delta(spark: SparkSession, spec: PipelineSpec, df: DataFrame) -> None:
+    """Before any query starts: Delta must be loadable, and an existing table must take the rows' columns
+    (Delta would refuse at the first batch, minutes later, in a forty-line trace)."""
+    sinks = [(i, s) for i, s in enumerate(spec.sinks) if isinstance(s, DeltaSink)]
+    if not sinks:
+        return
+    from logbroker.spark.session import delta_loaded
+
+    i0, first = sinks[0]
+    if not delta_loaded(spark):
+        raise PipelineError(f"sinks.{i0} (delta:{first.path}): Delta Lake is not on this session's classpath; "
+                            "build it with logbroker.spark.session() or add io.delta:delta-spark_2.13")  # fmt: skip
+    try:
+        from delta.tables import DeltaTable
+    except ImportError as exc:
+        raise PipelineError(f"sinks.{i0} (delta:{first.path}): the delta-spark package is missing "
+                            "(pip install 'logbroker[spark]')") from exc  # fmt: skip
+    mine = {f.name: f.dataType for f in df.schema.fields}
+    for i, sink in sinks:
+        if not DeltaTable.isDeltaTable(spark, sink.path):
+            continue
+        table = {f.name: f.dataType for f in spark.read.format("delta").load(sink.path).schema.fields}
+        if table != mine:
+            show = lambda cols: ", ".join(f"{n} {t.simpleString()}" for n, t in cols.items())  # noqa: E731
+            raise PipelineError(f"sinks.{i} (delta:{sink.path}): the table's columns ({show(table)}) differ "
+                                f"from the rows' ({show(mine)}); write to a new table or migrate this one")  # fmt: skip
+        for key in sink.keys:
+            if key not in mine:
+                raise PipelineError(f"sinks.{i}.keys: {key} is not a column of the rows ({', '.join(mine)})")
 
 
 def _produce_keeping_timestamps(
@@ -249,6 +278,7 @@ def _claim_checkpoint(location: str, sink: Any) -> None:
 
 
 def _start(spec: PipelineSpec, index: int, sink: Any, df: DataFrame) -> StreamingQuery:
+    query = _QueryId()
     writer = df.writeStream.queryName(f"{spec.name}-{index}-{uuid.uuid4().hex[:6]}")
     if spec.checkpoint:
         writer = writer.option("checkpointLocation", f"{spec.checkpoint.rstrip('/')}/{index}")
@@ -260,8 +290,12 @@ def _start(spec: PipelineSpec, index: int, sink: Any, df: DataFrame) -> Streamin
         writer = writer.format("parquet").option("path", sink.path).outputMode("append")
         if sink.partition_by:
             writer = writer.partitionBy(*sink.partition_by)
-    elif isinstance(sink, ParquetSink):
-        writer = writer.outputMode("update").foreachBatch(upsert_batch(sink))
+    elif isinstance(sink, DeltaSink) and sink.mode == "append":
+        writer = writer.format("delta").option("path", sink.path).outputMode("append")
+        if sink.partition_by:
+            writer = writer.partitionBy(*sink.partition_by)
+    elif isinstance(sink, DeltaSink):
+        writer = writer.outputMode("update").foreachBatch(merge_batch(sink, query))
     elif isinstance(sink, TopicSink) and sink.keep_timestamp:
         bootstrap, topic = spec.sink_bootstrap(sink), sink.topic
         security = producer_security(spec.sink_settings(sink))
@@ -279,7 +313,9 @@ def _start(spec: PipelineSpec, index: int, sink: Any, df: DataFrame) -> Streamin
         assert isinstance(sink, ConsoleSink)
         writer = writer.format("console").option("numRows", sink.num_rows).option("truncate", "false")
         writer = writer.outputMode("update")
-    return writer.start()
+    started = writer.start()
+    query.set(str(started.id))
+    return started
 
 
 def _write_batch(spec: PipelineSpec, sink: Any, df: DataFrame) -> None:
@@ -289,8 +325,13 @@ def _write_batch(spec: PipelineSpec, sink: Any, df: DataFrame) -> None:
         if sink.partition_by:
             writer = writer.partitionBy(*sink.partition_by)
         writer.parquet(sink.path)
-    elif isinstance(sink, ParquetSink):
-        upsert_batch(sink)(df, 0)
+    elif isinstance(sink, DeltaSink) and sink.mode == "append":
+        writer = df.write.format("delta").mode("append")
+        if sink.partition_by:
+            writer = writer.partitionBy(*sink.partition_by)
+        writer.save(sink.path)
+    elif isinstance(sink, DeltaSink):
+        merge_batch(sink, None)(df, 0)
     elif isinstance(sink, TopicSink) and sink.keep_timestamp:
         _produce_keeping_timestamps(
             df, spec.sink_bootstrap(sink), sink.topic, producer_security(spec.sink_settings(sink))
@@ -308,7 +349,9 @@ def _write_batch(spec: PipelineSpec, sink: Any, df: DataFrame) -> None:
 
 def _describe(sink: Any) -> str:
     if isinstance(sink, ParquetSink):
-        return f"parquet:{sink.path}" + (" (upsert)" if sink.mode == "upsert" else "")
+        return f"parquet:{sink.path}"
+    if isinstance(sink, DeltaSink):
+        return f"delta:{sink.path}" + (" (merge)" if sink.mode == "merge" else "")
     if isinstance(sink, TopicSink):
         return f"topic:{sink.topic or '<topic column>'}"
     return "console"
@@ -437,6 +480,7 @@ def run(
         except (PySparkException, ValueError) as exc:  # a bad SQL, schema or column: one line, no JVM trace
             raise PipelineError(f"{'transform' if spec.transform else 'decode'}: {_short(exc)}") from exc
         names = [_describe(s) for s in spec.sinks]
+        _check_delta(spark, spec, df)
         if not spec.streaming:
             df = df.cache()
             try:

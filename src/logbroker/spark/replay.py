@@ -45,9 +45,13 @@ def _read(archive_path: str, spark: SparkSession) -> DataFrame:
     (files of an uncommitted batch are not part of the archive)."""
     from pyspark.errors import AnalysisException
 
+    from logbroker.spark.builtins import is_delta, read_archive
+
     local = local_path(archive_path)
     if local is not None and not local.exists():
         raise ReplayError(f"archive {archive_path} does not exist")
+    if is_delta(archive_path, spark):
+        return read_archive(archive_path, spark)
     try:
         # Inferred from the files' footers: the archive reader below imposes the archive schema,
         # which would turn any Parquet dataset into rows of nulls instead of an error.
@@ -64,8 +68,6 @@ def _read(archive_path: str, spark: SparkSession) -> DataFrame:
         raise ReplayError(
             f"{archive_path} is not an archive: column(s) {', '.join(missing)} missing (has {', '.join(found.columns)})"
         )
-    from logbroker.spark.builtins import read_archive
-
     return read_archive(archive_path, spark)
 
 

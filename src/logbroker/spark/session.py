@@ -1,22 +1,26 @@
-"""Build a SparkSession that carries Spark's Kafka connector.
+"""Build a SparkSession that carries Spark's Kafka connector and Delta Lake.
 
-The pyspark wheel does not include ``spark-sql-kafka-0-10``; it must be put on the classpath when
-the JVM starts (a running session cannot load it later). Two sources are supported:
+The pyspark wheel includes neither; both must be on the classpath when the JVM starts (a running
+session cannot load them later). Where the jars come from, first found wins:
 
-* a local jar directory, by default what ``.ci/fetch-jars spark`` resolved into
-  ``.ci/cache/jars/spark`` (or ``$LOGBROKER_JARS_DIR/spark``): no network at session start, and
-  the versions are the ones pinned in ``.ci/maven/spark/pom.xml``;
-* ``spark.jars.packages`` (Ivy resolution from Maven at session start) when no jar directory
-  exists, or when ``packages=`` is given explicitly.
+* ``jar_dir``, or by default what ``.ci/fetch-jars spark`` resolved into ``.ci/cache/jars/spark``
+  (or ``$LOGBROKER_JARS_DIR/spark``): no network at session start, versions pinned in
+  ``.ci/maven/spark/pom.xml``;
+* the per-user cache ``~/.cache/logbroker/spark-jars/...``, fetched once by `logbroker.spark.jars`
+  (a fresh ``pip install``: one line on stderr while it fetches, nothing after);
+* ``spark.jars.packages`` when ``packages=`` is given explicitly (Ivy at every session start).
 
 The connector is compiled against one Spark release, so its version must equal pyspark's; a
-mismatch is refused here with a message instead of surfacing later as a NoSuchMethodError.
+mismatch is refused here with a message instead of surfacing later as a NoSuchMethodError. With
+Delta's jar present the session gets Delta's SQL extension and catalog, so ``format("delta")``,
+``DeltaTable`` and ``MERGE`` work in any session built here.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -27,10 +31,27 @@ from logbroker.jars import default_jar_dir, java_available
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["CONNECTOR_ARTIFACT", "SparkSetupError", "connector_jars", "connector_package", "session"]
+__all__ = [
+    "CONNECTOR_ARTIFACT",
+    "DELTA_ARTIFACT",
+    "SparkSetupError",
+    "connector_jars",
+    "connector_package",
+    "delta_loaded",
+    "session",
+]
 
 CONNECTOR_ARTIFACT = "spark-sql-kafka-0-10_2.13"
+DELTA_ARTIFACT = "delta-spark_2.13"
 _CONNECTOR_JAR = re.compile(rf"^{re.escape(CONNECTOR_ARTIFACT)}-(?P<version>[^/]+)\.jar$")
+_DELTA_JAR = re.compile(rf"^{re.escape(DELTA_ARTIFACT)}-(?P<version>[^/]+)\.jar$")
+_LOG4J = "log4j2.properties"  # warnings and errors only, without Spark's two lines about its default profile
+_DELTA_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    # A table's log is replayed with this many tasks (50 by default): seconds of scheduling on two cores.
+    "spark.databricks.delta.snapshotPartitions": "2",
+}
 
 # Small-machine defaults: tests and local pipelines run on a couple of cores, where Spark's 200
 # shuffle partitions and the web UI cost seconds for nothing. Callers override through conf=.
@@ -84,7 +105,58 @@ def connector_jars(jar_dir: str | os.PathLike[str] | None = None) -> list[Path]:
             f"{directory} holds {CONNECTOR_ARTIFACT} {', '.join(versions)} but pyspark is {wanted}; "
             "the connector must match Spark exactly (fix .ci/maven/spark/pom.xml or the pyspark pin)"
         )
+    _check_delta(directory, jars)
     return jars
+
+
+def _check_delta(directory: Path, jars: Sequence[Path]) -> None:
+    """Delta's jar and its Python package (``delta.tables``) must be one release: the Python side calls
+    the JVM side's methods by name."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = [m.group("version") for j in jars if (m := _DELTA_JAR.match(j.name))]
+    try:
+        python = version("delta-spark")
+    except PackageNotFoundError:
+        return
+    if found and python not in found:
+        raise SparkSetupError(
+            f"{directory} holds {DELTA_ARTIFACT} {', '.join(found)} but the delta-spark package is {python}; "
+            "they must be one release (fix .ci/maven/spark/pom.xml or the delta-spark pin)"
+        )
+
+
+def _complete(jars: Sequence[Path]) -> bool:
+    from logbroker.spark import jars as spark_jars
+
+    return bool(jars) and not spark_jars.missing(jars[0].parent, _pyspark_version())
+
+
+def _user_jars() -> list[Path]:
+    """The per-user jar cache, fetched on first use (see `logbroker.spark.jars`)."""
+    from logbroker.spark import jars as spark_jars
+
+    wanted = _pyspark_version()
+    directory = spark_jars.user_jar_dir(wanted)
+    if spark_jars.missing(directory, wanted):
+        print(f"logbroker: fetching Spark's Kafka connector and Delta Lake into {directory} (once)", file=sys.stderr)
+        try:
+            spark_jars.resolve(directory, wanted)
+        except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+            raise SparkSetupError(
+                f"cannot fetch the Kafka connector and Delta Lake jars ({exc}); with Maven at hand, "
+                ".ci/fetch-jars spark puts them in .ci/cache/jars/spark instead"
+            ) from exc
+    return connector_jars(directory)
+
+
+def delta_loaded(spark: SparkSession) -> bool:
+    """Whether Delta Lake's classes are on the session's classpath (py4j names a missing class a package)."""
+    from py4j.java_gateway import JavaClass
+
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    return isinstance(jvm.io.delta.tables.DeltaTable, JavaClass)
 
 
 def _check_java() -> None:
@@ -104,10 +176,9 @@ def session(
 ) -> SparkSession:
     """Return a SparkSession whose classpath has Spark's Kafka connector.
 
-    ``jar_dir`` (default: the ``.ci/fetch-jars spark`` directory) supplies the connector as local
-    jars; ``packages`` are Maven coordinates for ``spark.jars.packages`` instead (the connector
-    matching pyspark is used when neither a jar directory nor packages are available). ``conf``
-    entries win over the small-machine defaults above.
+    ``jar_dir`` (default: the ``.ci/fetch-jars spark`` directory, else the per-user cache, fetched
+    once) supplies the connector and Delta Lake as local jars; ``packages`` are Maven coordinates
+    for ``spark.jars.packages`` instead. ``conf`` entries win over the small-machine defaults above.
 
     SPARK_LOCAL_IP defaults to 127.0.0.1 (Spark otherwise resolves the hostname and may bind a
     public interface or fail on hosts without DNS), and PYSPARK_PYTHON/PYSPARK_DRIVER_PYTHON to
@@ -127,12 +198,16 @@ def session(
     settings: dict[str, str] = dict(_DEFAULT_CONF)
     if packages is not None:
         settings["spark.jars.packages"] = ",".join(packages)
+        with_delta = any(DELTA_ARTIFACT in p for p in packages)
     else:
         jars = connector_jars(jar_dir)
-        if jars:
-            settings["spark.jars"] = ",".join(str(j) for j in jars)
-        else:
-            settings["spark.jars.packages"] = connector_package()
+        if jar_dir is None and not _complete(jars):  # an older .ci/fetch-jars run: no Delta yet
+            jars = _user_jars()
+        settings["spark.jars"] = ",".join(str(j) for j in jars)
+        with_delta = any(_DELTA_JAR.match(j.name) for j in jars)
+    if with_delta:
+        settings.update(_DELTA_CONF)
+    settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={Path(__file__).with_name(_LOG4J)}"
     settings.update(conf or {})
 
     active = SparkSession.getActiveSession()

@@ -25,6 +25,7 @@ __all__ = [
     "SECURITY_HELP",
     "ConsoleSink",
     "Decode",
+    "DeltaSink",
     "KafkaSource",
     "ParquetSink",
     "ParquetSource",
@@ -246,7 +247,7 @@ class Watermark(_Model):
 
 
 class ParquetSink(_Model):
-    """Spark's file sink (exactly-once through the checkpoint), or an upsert keyed by `keys`."""
+    """Spark's file sink: exactly-once through the checkpoint (``_spark_metadata`` lists committed files)."""
 
     type: Literal["parquet"]
     path: str
@@ -255,11 +256,40 @@ class ParquetSink(_Model):
     keys: list[str] = []
 
     @model_validator(mode="after")
-    def _keys(self) -> ParquetSink:
-        if self.mode == "upsert" and not self.keys:
-            raise ValueError("@keys: mode upsert needs keys (the columns that identify a row)")
-        if self.mode == "append" and self.keys:
-            raise ValueError("@keys: apply to mode upsert only")
+    def _retired(self) -> ParquetSink:
+        # The hand-written upsert (a rewrite swapped in file by file, local paths only) gave way to
+        # Delta's MERGE: ACID, any filesystem, idempotent per batch.
+        if self.mode == "upsert":
+            raise ValueError("@mode: upsert is retired: use type: delta with mode: merge and the same keys")
+        if self.keys:
+            raise ValueError("@keys: apply to type: delta with mode: merge only")
+        return self
+
+
+class DeltaSink(_Model):
+    """A Delta Lake table, exactly-once across restarts either way.
+
+    ``append`` is Delta's streaming sink (each batch one commit, tagged with the query's id and batch
+    number, so a replayed batch is skipped). ``merge`` upserts by `keys` (null-safe equality): a key's
+    row in the batch replaces the table's; of several rows of one key in a batch the greatest by
+    `order_by` wins (default: ``timestamp`` then ``offset``, those of them the rows have; with neither,
+    a batch holding one key twice is refused). Each MERGE carries Delta's ``txnAppId``/``txnVersion``
+    (query id, batch id): a batch whose MERGE committed before a crash is not applied twice.
+    """
+
+    type: Literal["delta"]
+    path: str
+    mode: Literal["append", "merge"] = "append"
+    keys: list[str] = []
+    order_by: list[str] = []
+    partition_by: list[str] = []
+
+    @model_validator(mode="after")
+    def _keys(self) -> DeltaSink:
+        if self.mode == "merge" and not self.keys:
+            raise ValueError("@keys: mode merge needs keys (the columns that identify a row)")
+        if self.mode == "append" and (self.keys or self.order_by):
+            raise ValueError(f"@{'keys' if self.keys else 'order_by'}: applies to mode merge only")
         return self
 
 
@@ -314,7 +344,7 @@ class Trigger(_Model):
 
 
 Source = Annotated[KafkaSource | ParquetSource, Field(discriminator="kind")]
-Sink = Annotated[ParquetSink | TopicSink | ConsoleSink, Field(discriminator="type")]
+Sink = Annotated[ParquetSink | DeltaSink | TopicSink | ConsoleSink, Field(discriminator="type")]
 
 
 class PipelineSpec(_Model):
@@ -365,7 +395,7 @@ class PipelineSpec(_Model):
         return self.source.kafka_settings()
 
 
-_TAGS = {"source": {"kafka", "parquet"}, "sinks": {"parquet", "topic", "console"}}
+_TAGS = {"source": {"kafka", "parquet"}, "sinks": {"parquet", "delta", "topic", "console"}}
 
 
 def _loc(loc: tuple[int | str, ...]) -> list[str]:
