@@ -146,9 +146,11 @@ def rollup_cmd(out: str, topics: tuple[str, ...], pattern: str | None, **kw: Any
 @click.option("--where", default=None, help="SQL filter on archive columns, e.g. \"topic = 'a'\".")
 @click.option("--keep-partition", is_flag=True, help="Send source partition p to partition p.")
 @click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
+@click.option("--transactional-id", default=None,
+              help="Exactly once for read_committed readers, across task retries and re-runs under the same id.")
 @SECURITY
 def replay_cmd(archive_path: str, bootstrap: str, topic: str, where: str | None, keep_partition: bool,
-               master: str, security: Any) -> None:  # fmt: skip
+               master: str, transactional_id: str | None, security: Any) -> None:  # fmt: skip
     """Produce an archive's records into TOPIC, keeping key, headers and timestamp."""
     from logbroker.spark.replay import replay
     from logbroker.spark.session import SparkSetupError, session
@@ -166,6 +168,7 @@ def replay_cmd(archive_path: str, bootstrap: str, topic: str, where: str | None,
             where=where,
             keep_partition=keep_partition,
             security=_properties(security),
+            transactional_id=transactional_id,
         )
     except Exception as exc:  # ReplayError and Spark's own; one line, not a JVM trace
         _fail(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
-__all__ = ["COLUMNS", "PRODUCER_DEFAULTS", "ProduceError", "produce_frame"]
+__all__ = ["COLUMNS", "PRODUCER_DEFAULTS", "SOURCE_COLUMNS", "ProduceError", "produce_frame"]
 
 COLUMNS = ("_target", "_partition", "_source", "key", "value", "headers", "_ts")
 
@@ -108,16 +108,145 @@ def _task(bootstrap: str, topic: str | None, overrides: dict[str, Any]) -> Any:
     return produce_partition
 
 
+# A transactional frame also names each row's source (topic, partition, offset), sorted by it within a task.
+SOURCE_COLUMNS = ("_t", "_p", "_o")
+CHUNK = 20_000  # records per transaction: well inside transaction.timeout.ms even on a slow broker
+
+
+def _transactional_task(bootstrap: str, topic: str, overrides: dict[str, Any], name: str,
+                        client: dict[str, Any]) -> Any:  # fmt: skip
+    """The mapInArrow function of an exactly-once produce: records of one source partition go through one
+    transactional producer (``transactional.id`` = NAME.topic.partition, whichever task or attempt runs it),
+    in transactions of `CHUNK` records, each committing with its records the next source offset as the
+    offset of group NAME.topic.partition on the target's partition 0 (Kafka's consume-transform-produce
+    bookkeeping, with the archive as the input). A retried task, or the whole job run again with the same
+    NAME, first fences the earlier producer (aborting its open transaction), then skips what the marker
+    says was committed: nothing is produced twice and nothing is lost, for readers at read_committed.
+    ``client``: the connection's security settings, for the consumer that reads the progress."""
+    # librdkafka wants message.timeout.ms <= transaction.timeout.ms; an open transaction of a crashed attempt
+    # holds read_committed readers back until the next attempt fences it, or at most this long.
+    conf = {**PRODUCER_DEFAULTS, "transaction.timeout.ms": PRODUCER_DEFAULTS["message.timeout.ms"], **overrides,
+            "bootstrap.servers": bootstrap}  # fmt: skip
+
+    def produce_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+        from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+        marker_tp = TopicPartition(topic, 0)
+        acked = 0
+        current: tuple[str, int] | None = None
+        producer: Any = None
+        consumer: Any = None
+        start = 0  # first source offset still to deliver for the current source
+        pending = 0  # records in the open transaction
+        last = -1  # source offset of the last record produced
+        failures: list[str] = []
+
+        def on_delivery(err: Any, msg: Any) -> None:
+            if err is not None and len(failures) < 5:
+                failures.append(f"{msg.topic()} partition {msg.partition()}: {err.str()}")
+
+        def fail(reason: str) -> None:
+            raise RuntimeError(f"{_MARK}into {topic} failed after {acked} records: {reason}")
+
+        def commit() -> None:
+            nonlocal acked, pending
+            if not pending:
+                return
+            producer.flush(conf["message.timeout.ms"] / 1000 + 30)
+            if failures:
+                producer.abort_transaction(60)
+                fail("; ".join(failures))
+            marker = TopicPartition(topic, 0, last + 1)
+            producer.send_offsets_to_transaction([marker], consumer.consumer_group_metadata(), 60)
+            producer.commit_transaction(120)
+            acked += pending
+            pending = 0
+
+        def close() -> None:
+            nonlocal producer, consumer
+            if producer is not None:
+                commit()
+                producer = None
+            if consumer is not None:
+                consumer.close()
+                consumer = None
+
+        def open_source(src: tuple[str, int]) -> None:
+            nonlocal producer, consumer, start
+            group = f"{name}.{src[0]}.{src[1]}"
+            producer = Producer({**conf, "transactional.id": group, "on_delivery": on_delivery})
+            producer.init_transactions(120)  # fences an earlier attempt and ends its open transaction
+            consumer = Consumer({**client, "bootstrap.servers": bootstrap, "group.id": group,
+                                 "enable.auto.commit": False, "isolation.level": "read_committed"})  # fmt: skip
+            [got] = consumer.committed([marker_tp], timeout=60)
+            if got.error is not None:
+                fail(f"reading the progress of {group}: {got.error}")
+            start = got.offset if got.offset >= 0 else 0
+
+        try:
+            for batch in batches:
+                cols = batch.to_pydict()
+                rows = zip(*(cols[c] for c in (*COLUMNS, *SOURCE_COLUMNS)), strict=True)
+                for _target, partition, source, key, value, headers, ts, t, p, o in rows:
+                    if (t, p) != current:
+                        close()
+                        current = (t, p)
+                        open_source(current)
+                    if o < start:
+                        continue  # committed by an earlier attempt or run
+                    if not pending:
+                        producer.begin_transaction()
+                    kwargs: dict[str, Any] = {"key": key, "value": value, "timestamp": ts or 0}
+                    if headers:
+                        kwargs["headers"] = [(h["key"], h["value"]) for h in headers]
+                    if partition is not None:
+                        kwargs["partition"] = partition
+                    while True:
+                        try:
+                            producer.produce(topic, **kwargs)
+                            break
+                        except BufferError:
+                            producer.poll(0.05)
+                        except KafkaException as exc:
+                            fail(f"record {source or '?'}: {exc}")
+                    pending += 1
+                    last = o
+                    if pending % 1000 == 0:
+                        producer.poll(0)
+                    if pending >= CHUNK:
+                        commit()
+            close()
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            fenced = isinstance(err, KafkaError) and err.code() == KafkaError._FENCED
+            fail("a newer attempt took over this source (fenced)" if fenced else str(exc))
+        yield pa.RecordBatch.from_pydict({"n": [acked]}, schema=pa.schema([("n", pa.int64())]))
+
+    return produce_partition
+
+
 def produce_frame(df: DataFrame, bootstrap: str, topic: str | None = None,
-                  overrides: dict[str, Any] | None = None) -> int:  # fmt: skip
+                  overrides: dict[str, Any] | None = None, transactional: str | None = None,
+                  security: dict[str, Any] | None = None) -> int:  # fmt: skip
     """Produce every row of ``df`` (columns ``COLUMNS``, in each task's order); returns the acknowledged
-    count, collected from the tasks (an accumulator would double-count retried tasks)."""
-    missing = [c for c in COLUMNS if c not in df.columns]
+    count, collected from the tasks (an accumulator would double-count retried tasks). With
+    ``transactional`` (a name, and a fixed ``topic``) the frame also needs `SOURCE_COLUMNS`, sorted within
+    each task, and delivery is exactly-once across task retries and re-runs under the same name (see
+    `_transactional_task`); the count is then of records produced by this run. ``security``: the
+    connection's settings without producer tuning (for the progress consumer)."""
+    wanted = (*COLUMNS, *SOURCE_COLUMNS) if transactional else COLUMNS
+    missing = [c for c in wanted if c not in df.columns]
     if missing:
         raise ValueError(f"produce_frame needs column(s) {', '.join(missing)}")
-    task = _task(bootstrap, topic, dict(overrides or {}))
+    if transactional:
+        if topic is None:
+            raise ValueError("a transactional produce needs a fixed topic")
+        task = _transactional_task(bootstrap, topic, dict(overrides or {}), transactional, dict(security or {}))
+    else:
+        task = _task(bootstrap, topic, dict(overrides or {}))
     try:
-        counts = df.select(*COLUMNS).mapInArrow(task, "n long").collect()
+        counts = df.select(*wanted).mapInArrow(task, "n long").collect()
     except Exception as exc:
         # The task's RuntimeError arrives inside a Py4J/PythonException text with a JVM trace.
         text = str(exc)

@@ -14,8 +14,9 @@ otherwise). Records of different source topics or partitions interleave arbitrar
 
 Delivery: any delivery error fails the task and so the job (``ReplayError`` on the driver). The
 idempotent producer removes duplicates caused by its own retries, but a task that Spark retries
-after a failure produces its records again: replay is at-least-once across task retries (local
-mode does not retry tasks).
+after a failure produces its records again: replay is at-least-once across task retries, unless it
+runs with a ``transactional_id``, which makes it exactly-once for read_committed readers across task
+retries and re-runs (see `logbroker.spark.produce`).
 """
 
 from __future__ import annotations
@@ -106,6 +107,7 @@ def replay(
     keep_partition: bool = False,
     producer_config: dict[str, Any] | None = None,
     security: Security = None,
+    transactional_id: str | None = None,
 ) -> int:
     """Produce every archived record (optionally those matching the SQL filter ``where``, e.g.
     ``"topic = 'a' AND timestamp >= '2026-01-01'"``) to ``topic``; returns the acknowledged count.
@@ -115,6 +117,11 @@ def replay(
     and a missing topic is auto-created if the broker allows it. ``producer_config`` overrides the
     confluent-kafka settings (``enable.idempotence`` and ``acks=all`` are the point; change them
     knowingly). ``security``: Kafka client properties (or their file), as a pipeline spec's `security`.
+
+    ``transactional_id`` makes the replay exactly-once for readers at read_committed: each source
+    partition goes through transactions that also record how far it got (see
+    `logbroker.spark.produce`), so a task Spark retries, or the same replay run again under the same
+    id after a crash, produces nothing twice; the count is then of records produced by this call.
     """
     own = False
     if spark is None:
@@ -127,14 +134,15 @@ def replay(
         except ValueError as exc:
             raise ReplayError(f"security: {exc}") from None
         return _replay(spark, os.fspath(archive_path), bootstrap, topic, where, keep_partition,
-                       {**conf, **(producer_config or {})}, conf)  # fmt: skip
+                       {**conf, **(producer_config or {})}, conf, transactional_id)  # fmt: skip
     finally:
         if own:
             spark.stop()
 
 
 def _replay(spark: SparkSession, path: str, bootstrap: str, topic: str, where: str | None, keep_partition: bool,
-            producer_config: dict[str, Any] | None, security: dict[str, Any]) -> int:  # fmt: skip
+            producer_config: dict[str, Any] | None, security: dict[str, Any],
+            transactional_id: str | None = None) -> int:  # fmt: skip
     df = _read(path, spark)
     if where:
         from pyspark.errors import AnalysisException, ParseException
@@ -172,6 +180,6 @@ def _replay(spark: SparkSession, path: str, bootstrap: str, topic: str, where: s
                "unix_millis(timestamp) AS _ts", "topic AS _t", "partition AS _p", "offset AS _o"]  # fmt: skip
     ordered = df.selectExpr(*columns).repartition(tasks, "_t", "_p").sortWithinPartitions("_t", "_p", "_o")
     try:
-        return produce_frame(ordered, bootstrap, topic, producer_config)
+        return produce_frame(ordered, bootstrap, topic, producer_config, transactional_id, security)
     except ProduceError as exc:
         raise ReplayError(f"replay {exc}") from exc
