@@ -84,7 +84,7 @@ def archive_spec(
         "transform": ARCHIVE_SQL,
         "sinks": [{"type": table_format, "path": out, "partition_by": ["topic", "date"]}],
         "trigger": _trigger(trigger),
-        "checkpoint": os.fspath(checkpoint) if checkpoint is not None else str(Path(out) / "_checkpoint"),
+        "checkpoint": os.fspath(checkpoint) if checkpoint is not None else out.rstrip("/") + "/_checkpoint",
         "master": master,
     })  # fmt: skip
 
@@ -162,7 +162,7 @@ def rollup_spec(
         "transform": rollup_sql(window),
         "sinks": [{"type": "delta", "path": out, "mode": "merge", "keys": ROLLUP_KEYS}],
         "trigger": _trigger(trigger),
-        "checkpoint": os.fspath(checkpoint) if checkpoint is not None else str(Path(out) / "_checkpoint"),
+        "checkpoint": os.fspath(checkpoint) if checkpoint is not None else out.rstrip("/") + "/_checkpoint",
         "master": master,
     })  # fmt: skip
 

@@ -58,12 +58,14 @@ def pipeline() -> None:
 @click.argument("spec_path", metavar="SPEC.yaml", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--timeout", type=float, default=None, help="Stop after this many seconds (processingTime specs).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress line.")
+@click.option("--master", default=None,
+              help="Spark master URL, e.g. spark://HOST:7077 (default: the spec's master, local[*]).")
 @SECURITY
-def run_cmd(spec_path: Path, timeout: float | None, quiet: bool, security: Any) -> None:
+def run_cmd(spec_path: Path, timeout: float | None, quiet: bool, master: str | None, security: Any) -> None:
     """Run the pipeline described by SPEC.yaml until drained (availableNow) or Ctrl-C/--timeout.
 
     Security options, when given, replace the source's `security` (and so that of topic sinks writing back
-    to the source's cluster)."""
+    to the source's cluster). On a cluster master every path of the spec must be a URL all workers reach."""
     from logbroker.spark.spec import KafkaSource, SpecError, load_spec
 
     try:
@@ -74,6 +76,8 @@ def run_cmd(spec_path: Path, timeout: float | None, quiet: bool, security: Any) 
             data = spec.model_dump(exclude_unset=True)
             data["source"]["security"] = _properties(security)
             spec = load_spec(data)
+        if master is not None:
+            spec = spec.model_copy(update={"master": master})
     except SpecError as exc:
         _fail(str(exc), 2)
     from logbroker.spark.pipeline import run

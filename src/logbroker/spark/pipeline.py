@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-__all__ = ["PipelineError", "RunResult", "run"]
+__all__ = ["PipelineError", "RunResult", "check_shared", "run"]
 
 ProgressCallback = Callable[[dict[str, Any]], None]
 StopCondition = Callable[[dict[str, Any]], bool]
@@ -77,6 +77,33 @@ def local_path(path: str) -> Path | None:
     if parsed.scheme in ("", "file"):
         return Path(parsed.path if parsed.scheme else path)
     return None
+
+
+SHARED_HINT = ("give a URL every worker reaches (hdfs://, s3a://, abfss://, gs://, or file:///... on a filesystem "
+               "mounted at the same place on every worker)")
+
+
+def check_shared(field: str, path: str, master: str) -> None:
+    """On a cluster a plain path names a directory on each machine's own disk: the driver's checkpoint and
+    the executors' files would land in different places. Only an explicit URL says the path is shared."""
+    from logbroker.spark.session import is_local
+
+    if is_local(master):
+        return
+    scheme = urlparse(path).scheme
+    if len(scheme) < 2:  # none, or a Windows drive letter
+        raise PipelineError(f"{field}: {path} is a path on this machine, but the pipeline runs on {master}, "
+                            f"where each worker sees its own disk: {SHARED_HINT}")  # fmt: skip
+
+
+def _check_paths(spec: PipelineSpec, master: str) -> None:
+    if spec.checkpoint:
+        check_shared("checkpoint", spec.checkpoint, master)
+    if isinstance(spec.source, ParquetSource):
+        check_shared("source.path", spec.source.path, master)
+    for i, sink in enumerate(spec.sinks):
+        if isinstance(sink, ParquetSink | DeltaSink):
+            check_shared(f"sinks.{i}.path", sink.path, master)
 
 
 def lag_of(progress: dict[str, Any]) -> int | None:
@@ -461,6 +488,7 @@ def run(
     the next run resumes from the checkpoint. A failed query stops the others and raises
     PipelineError.
     """
+    _check_paths(spec, spec.master if spark is None else spark.sparkContext.master)
     own = False
     if spark is None:
         from logbroker.spark.session import owned_session

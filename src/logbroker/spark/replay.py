@@ -129,6 +129,12 @@ def replay(
 
         spark, own = owned_session(app_name="logbroker-replay")
     try:
+        from logbroker.spark.pipeline import PipelineError, check_shared
+
+        try:
+            check_shared("archive", os.fspath(archive_path), spark.sparkContext.master)
+        except PipelineError as exc:
+            raise ReplayError(str(exc)) from None
         try:
             conf = producer_security(security_settings(security, bootstrap))
         except ValueError as exc:

@@ -38,6 +38,8 @@ __all__ = [
     "connector_jars",
     "connector_package",
     "delta_loaded",
+    "is_local",
+    "on_loopback",
     "session",
 ]
 
@@ -59,8 +61,6 @@ _DEFAULT_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "2",
-    "spark.driver.host": "127.0.0.1",
-    "spark.driver.bindAddress": "127.0.0.1",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
 }
@@ -150,6 +150,21 @@ def _user_jars() -> list[Path]:
     return connector_jars(directory)
 
 
+def is_local(master: str) -> bool:
+    """A master that runs everything in the driver's JVM (``local``, ``local[4]``, ``local[2,3]``...)."""
+    return master == "local" or master.startswith("local[")
+
+
+def on_loopback(master: str) -> bool:
+    """Local, or a cluster master URL whose host is this machine's loopback (a test or laptop cluster)."""
+    if is_local(master):
+        return True
+    from urllib.parse import urlparse
+
+    host = urlparse(master.split(",")[0]).hostname or ""
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
 def delta_loaded(spark: SparkSession) -> bool:
     """Whether Delta Lake's classes are on the session's classpath (py4j names a missing class a package)."""
     from py4j.java_gateway import JavaClass
@@ -180,22 +195,30 @@ def session(
     once) supplies the connector and Delta Lake as local jars; ``packages`` are Maven coordinates
     for ``spark.jars.packages`` instead. ``conf`` entries win over the small-machine defaults above.
 
-    SPARK_LOCAL_IP defaults to 127.0.0.1 (Spark otherwise resolves the hostname and may bind a
-    public interface or fail on hosts without DNS), and PYSPARK_PYTHON/PYSPARK_DRIVER_PYTHON to
-    this interpreter so Python UDF workers see the same packages as the driver.
+    With a local master, or a cluster master on this machine's loopback, the driver binds and
+    advertises 127.0.0.1 and SPARK_LOCAL_IP defaults to it (Spark otherwise resolves the hostname
+    and may bind a public interface or fail on hosts without DNS); with a remote cluster master the
+    driver keeps Spark's own choice, an address the executors can reach back (set
+    ``spark.driver.host`` when that guess is wrong). PYSPARK_PYTHON/PYSPARK_DRIVER_PYTHON default to
+    this interpreter, so Python workers see the same packages as the driver (on a remote cluster the
+    same path must exist on every worker, or set ``spark.pyspark.python``).
 
     Spark keeps one session per JVM: if one is already running, ``getOrCreate`` returns it and
     the classpath cannot change; that case is refused unless it already has the connector.
     """
     _pyspark_version()
     _check_java()
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    loopback = on_loopback(master)
+    if loopback:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
     from pyspark.sql import SparkSession
 
     settings: dict[str, str] = dict(_DEFAULT_CONF)
+    if loopback:
+        settings.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
     if packages is not None:
         settings["spark.jars.packages"] = ",".join(packages)
         with_delta = any(DELTA_ARTIFACT in p for p in packages)
