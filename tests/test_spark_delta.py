@@ -222,3 +222,29 @@ def test_a_fresh_machine_fetches_the_same_jars_maven_resolves(tmp_path: Path) ->
     assert fetched == maven
     assert jars.missing(dest, pyspark.__version__) == []
     assert not [p for p in dest.parent.iterdir() if p.name.startswith(".resolve-")], "scratch left behind"
+
+
+def test_a_fresh_install_fetches_once_and_starts_quietly(tmp_path: Path) -> None:
+    """No jar directory (a `pip install` without .ci/fetch-jars): the first session fetches the jars into the
+    user's cache with one line on stderr and no resolver chatter, has Delta, and the second start is silent."""
+    script = """
+from logbroker.spark import session
+from logbroker.spark.session import delta_loaded
+s = session(master="local[1]")
+print("DELTA", delta_loaded(s), s.range(3).count())
+s.stop()
+"""
+    env = {**os.environ, "LOGBROKER_JARS_DIR": str(tmp_path / "no-jars"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+
+    def start() -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+        assert "DELTA True 3" in done.stdout, done.stdout + done.stderr
+        return done
+
+    noise = ("proxy", "Host", ":: ", "found ", "Setting default log level", " WARN ")
+    first = start().stderr.splitlines()
+    fetching = [ln for ln in first if ln.startswith("logbroker: fetching")]
+    assert len(fetching) == 1 and str(tmp_path / "cache" / "logbroker" / "spark-jars") in fetching[0], first
+    assert not [ln for ln in first if any(n in ln for n in noise)], first
+    second = start().stderr.splitlines()
+    assert not [ln for ln in second if ln.startswith("logbroker:") or any(n in ln for n in noise)], second
