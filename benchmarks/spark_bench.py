@@ -1,7 +1,8 @@
 """Archive throughput (MB/s) of the Spark `archive` pipeline on logbroker vs Apache Kafka, vs a plain consumer.
 
     .venv/bin/python benchmarks/spark_bench.py [--records 1000000 | --quick] [--size 1024] [--partitions 4]
-                                               [--targets logbroker,kafka] [--json out.json]
+                                               [--targets logbroker,kafka] [--masters local,cluster] [--merge]
+                                               [--json out.json]
 
 For each broker, in one run (one SparkSession, local[2]): start it (logbroker as a `logbroker serve`
 process, Apache Kafka as logbroker.testing.peers.KafkaPeer, so both brokers live outside this process), produce
@@ -15,6 +16,15 @@ N records of SIZE random bytes (incompressible; 10-byte keys) with confluent-kaf
 
 ``--methods spark,plain,replay`` also times `logbroker.spark.replay` of that archive into a new topic
 (keep_partition=True, idempotent acks=all producers in the Spark tasks).
+
+``--masters local,cluster`` runs everything in local[2] and again on a Spark standalone cluster of two
+one-core workers on loopback (logbroker.testing.spark_cluster; archives at file:// URLs), one session each.
+
+``--merge`` also times the rollup's sink: B batches of R rows merged into a table of K keys, by Delta's MERGE
+(logbroker's `merge` sink, transaction ids on) and by the Parquet upsert sink it retired
+(benchmarks/old_upsert.py), in local[2]; rows/s = B * R / seconds. Two key patterns: "recent" (a rollup's:
+half of each batch updates the newest tenth of the keys, half adds new keys, so the table grows) and
+"random" (updates anywhere in the table: the full rewrite's best case).
 
 MB/s counts record values only (N * SIZE / 1e6 per second). A small untimed archive warms the JVM up
 first. On a shared machine the numbers move with its load: the 1-minute load average is printed with them.
@@ -102,10 +112,11 @@ def spark_archive(spark: Any, bootstrap: str, topic: str, out: Path) -> tuple[fl
     """Seconds for the built-in archive pipeline, and the rows the archive then holds."""
     from logbroker.spark.builtins import archive, read_archive
 
+    where = out.as_uri()  # a URL: what a cluster needs, and the same directory in local mode
     start = time.perf_counter()
-    result = archive(bootstrap, out, topics=[topic], spark=spark, progress=False, timeout=3600)
+    result = archive(bootstrap, where, topics=[topic], spark=spark, progress=False, timeout=3600)
     seconds = time.perf_counter() - start
-    rows = read_archive(out, spark).count()
+    rows = read_archive(where, spark).count()
     if result.rows_in != rows:
         raise RuntimeError(f"archive read {result.rows_in} records but holds {rows}")
     return seconds, rows
@@ -118,7 +129,7 @@ def spark_replay(spark: Any, bootstrap: str, topic: str, partitions: int, out: P
     spark_archive(spark, bootstrap, topic, out)
     target = create_topic(bootstrap, partitions)
     start = time.perf_counter()
-    sent = replay(out, bootstrap, target, spark=spark, keep_partition=True)
+    sent = replay(out.as_uri(), bootstrap, target, spark=spark, keep_partition=True)
     return time.perf_counter() - start, sent
 
 
@@ -183,15 +194,79 @@ def load_average() -> float:
     return round(os.getloadavg()[0], 2)
 
 
+def merge_bench(spark: Any, workdir: Path, keys: int, batches: int, rows: int, pattern: str) -> list[dict[str, Any]]:
+    """Rows/s of B merges of R rows into a K-key table: Delta MERGE (the merge sink) vs the retired upsert."""
+    import random
+
+    from old_upsert import upsert_batch
+
+    from logbroker.spark.pipeline import _QueryId, merge_batch
+    from logbroker.spark.spec import DeltaSink
+
+    schema = "window_start BIGINT, event_type STRING, count BIGINT, bytes BIGINT"
+    rng = random.Random(7)
+
+    def frame(ids: list[int], round_: int) -> Any:
+        return spark.createDataFrame([(k // 40, f"type-{k % 40}", round_, k * round_) for k in ids], schema)
+
+    sinks: dict[str, Any] = {}
+    query = _QueryId()
+    query.set(uuid.uuid4().hex)
+    sinks["delta merge"] = merge_batch(DeltaSink(type="delta", path=str(workdir / f"delta-{pattern}"), mode="merge",
+                                                 keys=["window_start", "event_type"]), query)  # fmt: skip
+    sinks["old upsert"] = upsert_batch(str(workdir / f"upsert-{pattern}"), ["window_start", "event_type"])
+    if pattern == "random":  # every batch updates keys anywhere in the table (a full rewrite's best case)
+        plan = [rng.sample(range(keys), rows) for _ in range(batches)]
+    else:  # "recent", a rollup's: half the rows update the newest tenth of the keys, half are new keys
+        plan, top = [], keys
+        for _ in range(batches):
+            plan.append(rng.sample(range(top - keys // 10, top), rows // 2) + list(range(top, top + rows // 2)))
+            top += rows // 2
+    out = []
+    for name, merge in sinks.items():
+        merge(frame(list(range(keys)), 0), 0)  # the table, untimed
+        load = load_average()
+        start = time.perf_counter()
+        for b, ids in enumerate(plan, 1):
+            merge(frame(ids, b), b)
+        seconds = time.perf_counter() - start
+        out.append({"target": pattern, "master": "local[2]", "method": name, "records": batches * rows,
+                    "seconds": round(seconds, 2), "records_per_s": round(batches * rows / seconds), "mb_per_s": 0.0,
+                    "keys": keys, "load_1m": load})  # fmt: skip
+        print(f"{name} ({pattern}): {batches} x {rows:,} rows into {keys:,} keys in {seconds:.1f}s", file=sys.stderr,
+              flush=True)  # fmt: skip
+    return out
+
+
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
+    results: list[dict[str, Any]] = []
+    for master in args.masters:
+        results += run_on(args, master)
+    return results
+
+
+def run_on(args: argparse.Namespace, where: str) -> list[dict[str, Any]]:
     from logbroker.spark import session
 
     workdir = Path(tempfile.mkdtemp(prefix="spark-bench-", dir=args.workdir))
-    spark = session(master="local[2]", app_name="logbroker-spark-bench", conf={"spark.driver.memory": "2g"})
+    stack = contextlib.ExitStack()
+    if where == "cluster":
+        from logbroker.testing.spark_cluster import SparkStandalone
+
+        master = stack.enter_context(SparkStandalone(workers=2, worker_memory="2g")).master_url
+        conf = {"spark.executor.memory": "1500m", "spark.cores.max": "2"}
+        label = "cluster:2x1"
+    else:
+        master, conf, label = "local[2]", {"spark.driver.memory": "2g"}, "local[2]"
+    spark = session(master=master, app_name="logbroker-spark-bench", conf=conf)
     spark.sparkContext.setLogLevel("ERROR")
     results: list[dict[str, Any]] = []
     mb = args.records * args.size / 1e6
     try:
+        if args.merge and where == "local":
+            for pattern in ("recent", "random"):
+                results += merge_bench(spark, workdir / "merge", args.merge_keys, args.merge_batches,
+                                       args.merge_rows, pattern)  # fmt: skip
         for i, name in enumerate(args.targets):
             with broker(name, workdir / name) as bootstrap:
                 if i == 0:  # JIT, class loading and the first Parquet writer: not part of any measurement
@@ -213,31 +288,47 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                         seconds, rows = plain_archive(bootstrap, topic, args.partitions, out, args.batch)
                     if rows != args.records:
                         raise RuntimeError(f"{name}/{method}: archived {rows} of {args.records} records")
-                    results.append({"target": name, "method": method, "records": rows, "size": args.size,
+                    results.append({"target": name, "master": label, "method": method, "records": rows,
+                                    "size": args.size,
                                     "partitions": args.partitions, "seconds": round(seconds, 2),
                                     "records_per_s": round(rows / seconds), "mb_per_s": round(mb / seconds, 1),
                                     "produce_mb_per_s": round(mb / produced, 1), "load_1m": load})  # fmt: skip
-                    print(f"{name}/{method}: {seconds:.1f}s, {mb / seconds:.1f} MB/s (load {load})",
+                    print(f"{label} {name}/{method}: {seconds:.1f}s, {mb / seconds:.1f} MB/s (load {load})",
                           file=sys.stderr, flush=True)  # fmt: skip
                     shutil.rmtree(out, ignore_errors=True)
     finally:
         spark.stop()
+        stack.close()
         shutil.rmtree(workdir, ignore_errors=True)
     return results
 
 
 def report(results: list[dict[str, Any]]) -> str:
-    lines = [f"{'target':<10} {'method':<6} {'records':>10} {'seconds':>8} {'records/s':>10} {'MB/s':>7} {'load':>5}"]
+    lines = [f"{'master':<12} {'target':<10} {'method':<12} {'records':>10} {'seconds':>8} {'records/s':>10} "
+             f"{'MB/s':>7} {'load':>5}"]  # fmt: skip
     for r in results:
-        lines.append(f"{r['target']:<10} {r['method']:<6} {r['records']:>10,} {r['seconds']:>8.1f} "
+        lines.append(f"{r['master']:<12} {r['target']:<10} {r['method']:<12} {r['records']:>10,} {r['seconds']:>8.1f} "
                      f"{r['records_per_s']:>10,} {r['mb_per_s']:>7.1f} {r['load_1m']:>5.1f}")  # fmt: skip
-    rate = {(r["target"], r["method"]): r["mb_per_s"] for r in results}
-    if ("logbroker", "spark") in rate and ("kafka", "spark") in rate:
-        lines.append(f"spark archive, logbroker / kafka: {rate['logbroker', 'spark'] / rate['kafka', 'spark']:.2f}x")
+    rate = {(r["master"], r["target"], r["method"]): r for r in results}
+    for master in dict.fromkeys(r["master"] for r in results):
+        lb, kf = rate.get((master, "logbroker", "spark")), rate.get((master, "kafka", "spark"))
+        if lb and kf:
+            lines.append(f"spark archive on {master}, logbroker / kafka: {lb['mb_per_s'] / kf['mb_per_s']:.2f}x")
+        for target in TARGETS:
+            sp, pl = rate.get((master, target, "spark")), rate.get((master, target, "plain"))
+            if sp and pl:
+                ratio = sp["mb_per_s"] / pl["mb_per_s"]
+                lines.append(f"{master} {target}: spark / plain consumer+pyarrow: {ratio:.2f}x")
     for target in TARGETS:
-        if (target, "spark") in rate and (target, "plain") in rate:
-            lines.append(f"{target}: spark / plain consumer+pyarrow: "
-                         f"{rate[target, 'spark'] / rate[target, 'plain']:.2f}x")  # fmt: skip
+        loc, cl = rate.get(("local[2]", target, "spark")), rate.get(("cluster:2x1", target, "spark"))
+        if loc and cl:
+            ratio = cl["mb_per_s"] / loc["mb_per_s"]
+            lines.append(f"{target}: archive on the 2-worker cluster / local[2]: {ratio:.2f}x")
+    for pattern in ("recent", "random"):
+        dm, up = rate.get(("local[2]", pattern, "delta merge")), rate.get(("local[2]", pattern, "old upsert"))
+        if dm and up:
+            d, u = dm["records_per_s"], up["records_per_s"]
+            lines.append(f"merge ({pattern} keys): delta {d:,} rows/s, old upsert {u:,} rows/s: {d / u:.2f}x")
     return "\n".join(lines)
 
 
@@ -251,6 +342,11 @@ def main() -> None:
     ap.add_argument("--targets", default=",".join(TARGETS), help="comma-separated: logbroker, kafka")
     ap.add_argument("--methods", default="spark,plain",
                     help="comma-separated: spark, plain, replay (archive -> new topic, opt-in)")  # fmt: skip
+    ap.add_argument("--masters", default="local", help="comma-separated: local (local[2]), cluster (2 workers)")
+    ap.add_argument("--merge", action="store_true", help="also time Delta merge against the retired upsert sink")
+    ap.add_argument("--merge-keys", type=int, default=200_000)
+    ap.add_argument("--merge-batches", type=int, default=8)
+    ap.add_argument("--merge-rows", type=int, default=20_000)
     ap.add_argument("--workdir", help="where brokers and archives live (default: the temp dir)")
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
@@ -258,6 +354,9 @@ def main() -> None:
         args.records = 100_000
     args.targets = [t.strip() for t in args.targets.split(",") if t.strip()]
     args.methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    args.masters = [m.strip() for m in args.masters.split(",") if m.strip()]
+    if unknown := set(args.masters) - {"local", "cluster"}:
+        ap.error(f"unknown master(s): {', '.join(sorted(unknown))}")
     if unknown := set(args.methods) - {"spark", "plain", "replay"}:
         ap.error(f"unknown method(s): {', '.join(sorted(unknown))}")
     results = run(args)

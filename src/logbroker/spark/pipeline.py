@@ -181,7 +181,6 @@ def merge_batch(sink: DeltaSink, query: _QueryId | None) -> Callable[[DataFrame,
     the write is not tagged, so running it again applies it again."""
 
     def merge(batch: DataFrame, batch_id: int) -> None:
-        from delta.tables import DeltaTable
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
@@ -192,34 +191,48 @@ def merge_batch(sink: DeltaSink, query: _QueryId | None) -> Callable[[DataFrame,
             newest = Window.partitionBy(*keys).orderBy(*[F.col(f"`{c}`").desc_nulls_last() for c in order])
             rows = batch.withColumn("_rn", F.row_number().over(newest)).where("_rn = 1").drop("_rn")
         else:
-            rows = batch
-            twice = batch.groupBy(*keys).count().where("count > 1").limit(1).collect()
+            # Checked, not assumed (a MERGE would insert both rows of a new key): the batch is kept for the
+            # MERGE, so its plan (an aggregation's, say) runs once.
+            rows = batch.persist()
+            twice = rows.groupBy(*keys).count().where("count > 1").limit(1).collect()
             if twice:
+                rows.unpersist()
                 found = {k: twice[0][k] for k in sink.keys}
                 raise PipelineError(f"delta:{sink.path}: batch {batch_id} holds key {found} more than once; "
                                     "give the sink order_by (which of a key's rows is the newest)")  # fmt: skip
-        app = query.get() if query is not None else None
-        if not DeltaTable.isDeltaTable(spark, sink.path):
-            writer = rows.write.format("delta").mode("append")
-            if app is not None:
-                writer = writer.option("txnAppId", app).option("txnVersion", str(batch_id))
-            if sink.partition_by:
-                writer = writer.partitionBy(*sink.partition_by)
-            writer.save(sink.path)
-            return
-        on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in sink.keys)
-        if app is not None:  # this query's own session (a clone per query): no other writer sees these
-            spark.conf.set("spark.databricks.delta.write.txnAppId", app)
-            spark.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
         try:
-            (DeltaTable.forPath(spark, sink.path).alias("t").merge(rows.alias("s"), on)
-             .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())  # fmt: skip
+            _write_merge(spark, sink, rows, batch_id, query)
         finally:
-            if app is not None:
-                spark.conf.unset("spark.databricks.delta.write.txnAppId")
-                spark.conf.unset("spark.databricks.delta.write.txnVersion")
+            if not order:
+                rows.unpersist()
 
     return merge
+
+
+def _write_merge(spark: SparkSession, sink: DeltaSink, rows: DataFrame, batch_id: int, query: _QueryId | None) -> None:
+    """One batch's rows (one per key) into the table: created by the first, merged into after."""
+    from delta.tables import DeltaTable
+
+    app = query.get() if query is not None else None
+    if not DeltaTable.isDeltaTable(spark, sink.path):
+        writer = rows.write.format("delta").mode("append")
+        if app is not None:
+            writer = writer.option("txnAppId", app).option("txnVersion", str(batch_id))
+        if sink.partition_by:
+            writer = writer.partitionBy(*sink.partition_by)
+        writer.save(sink.path)
+        return
+    on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in sink.keys)
+    if app is not None:  # this query's own session (a clone per query): no other writer sees these
+        spark.conf.set("spark.databricks.delta.write.txnAppId", app)
+        spark.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
+    try:
+        (DeltaTable.forPath(spark, sink.path).alias("t").merge(rows.alias("s"), on)
+         .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())  # fmt: skip
+    finally:
+        if app is not None:
+            spark.conf.unset("spark.databricks.delta.write.txnAppId")
+            spark.conf.unset("spark.databricks.delta.write.txnVersion")
 
 
 def _check_delta(spark: SparkSession, spec: PipelineSpec, df: DataFrame) -> None:
