@@ -378,8 +378,8 @@ def test_checkpoint_refuses_another_sink_and_bad_sql_is_one_error(
 
 def test_delta_merge_applies_each_batch_once_and_the_newest_row_wins(spark: SparkSession, tmp_path: Path) -> None:
     """A batch tagged with the query's id is applied once however often it is replayed (Delta's txnAppId /
-    txnVersion); of one key's rows in a batch the greatest by order_by wins; null keys match null keys;
-    without an order a batch with a key twice is refused, naming the key."""
+    txnVersion); of one key's rows the greatest by order_by wins, in a batch and against the table; null keys
+    match null keys; without an order a batch with a key twice is refused, naming the key."""
     from logbroker.spark.pipeline import PipelineError, _QueryId, merge_batch
     from logbroker.spark.spec import DeltaSink
 
@@ -404,6 +404,10 @@ def test_delta_merge_applies_each_batch_once_and_the_newest_row_wins(spark: Spar
 
     ops = [r["operation"] for r in DeltaTable.forPath(spark, path).history().orderBy("version").collect()]
     assert ops == ["WRITE", "MERGE"], ops
+    # A later batch's older row (a late record) does not undo the table's newer one; a newer one replaces it.
+    merge(spark.createDataFrame([("a", 1, 5, 1), ("d", 2, 41, 4)], schema), 2)
+    want = sorted([("a", 1, 11, 2), ("b", 1, 21, 3), ("c", None, 31, 3), ("d", 2, 41, 4)], key=repr)
+    assert table() == want
     # A new checkpoint is a new query id: its batch 1 is new.
     other = _QueryId()
     other.set("query-2")

@@ -32,13 +32,14 @@ from .messages import (
 NEED_DATA: Final = None
 _I32 = struct.Struct(">i")
 _STAGE_BYTES = 256 * 1024  # what one receive call can take in (asyncio reads up to 256 KiB at a time)
-
-
-def _stage(size: int) -> mmap.mmap:
-    """Private anonymous memory: pages are committed only as bytes land in them, so an idle connection
-    costs a page or two rather than the whole buffer (10,000 zero-filled 256 KiB buffers were 2.5 GB)."""
-    return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)
 _BIG_FRAME_BYTES = 64 * 1024  # frames at least this large are received straight into their own buffer
+
+
+def _anonymous(size: int) -> mmap.mmap:
+    """Private anonymous memory: pages are committed only as bytes land in them, so an idle connection
+    costs a page or two rather than its whole staging buffer (10,000 zero-filled 256 KiB buffers were
+    2.5 GB), and a large frame only what has arrived of it."""
+    return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)
 
 
 @dataclass(slots=True)
@@ -92,7 +93,7 @@ class ServerConnection:
         self.apis = apis
         self.frames = frames  # where large response frames come from and go back to (None: fresh each)
         self.max_request_bytes = max_request_bytes
-        self._stage = _stage(_STAGE_BYTES)
+        self._stage = _anonymous(_STAGE_BYTES)
         self._start = 0  # first unparsed byte in the staging buffer
         self._end = 0  # end of received bytes in the staging buffer
         self._big: mmap.mmap | None = None  # a large frame being received in place
@@ -109,7 +110,7 @@ class ServerConnection:
         if self._end == len(self._stage):
             self._compact()
             if self._end == len(self._stage):  # only when fed without parsing in between (receive_data)
-                grown = _stage(len(self._stage) + _STAGE_BYTES)
+                grown = _anonymous(len(self._stage) + _STAGE_BYTES)
                 grown[: self._end] = self._stage[: self._end]
                 self._stage = grown
         return memoryview(self._stage)[self._end :]
@@ -192,7 +193,7 @@ class ServerConnection:
             # Its own buffer, filled by the kernel from here on. Anonymous memory is committed only as
             # bytes arrive, so a declared size costs nothing until it is really sent (Kafka allocates
             # a declared request whole, too).
-            self._big = mmap.mmap(-1, size)
+            self._big = _anonymous(size)
             have = avail - 4
             self._big[:have] = self._stage[begin : self._end]
             self._big_filled = have

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from logbroker.spark.decode import ARCHIVE_SCHEMA
-from logbroker.spark.pipeline import RunResult, run
+from logbroker.spark.pipeline import RunResult, local_path, run
 from logbroker.spark.spec import PipelineSpec, Security, load_spec, parse_interval
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ ARCHIVE_SQL = (
 )
 ROLLUP_KEYS = ["window_start", "event_type", "priority"]
 # ARCHIVE_SCHEMA's columns, in its order (a Delta archive is read by name).
-ARCHIVE_COLUMNS = ("key", "value", "headers", "partition", "offset", "timestamp", "timestampType", "topic", "date")
+_ARCHIVE_ORDER = ("key", "value", "headers", "partition", "offset", "timestamp", "timestampType", "topic", "date")
 
 
 def _source(bootstrap: str, topics: Sequence[str] | str | None, pattern: str | None, **extra: Any) -> dict[str, Any]:
@@ -206,8 +206,9 @@ def rollup(
 def is_delta(path: PathLike, spark: SparkSession) -> bool:
     """Whether `path` holds a Delta table (its ``_delta_log``), on any filesystem Spark reaches."""
     path = os.fspath(path)
-    if "://" not in path or path.startswith("file:"):
-        return (Path(path.removeprefix("file://")) / "_delta_log").is_dir()
+    local = local_path(path)
+    if local is not None:
+        return (local / "_delta_log").is_dir()
     from delta.tables import DeltaTable
 
     return bool(DeltaTable.isDeltaTable(spark, path))
@@ -228,7 +229,7 @@ def read_archive(path: PathLike, spark: SparkSession, version: int | None = None
         reader = spark.read.format("delta")
         if version is not None:
             reader = reader.option("versionAsOf", version)
-        return reader.load(path).select(*ARCHIVE_COLUMNS)
+        return reader.load(path).select(*_ARCHIVE_ORDER)
     if version is not None:
         raise ValueError(f"{path} is a Parquet archive: only a Delta table has versions")
     return spark.read.schema(ARCHIVE_SCHEMA).parquet(path)

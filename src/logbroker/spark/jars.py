@@ -66,7 +66,8 @@ def _ivy_jar() -> Path:
 
 def resolve(dest: Path, spark_version: str, timeout: float = 600) -> None:
     """Fetch the jars into ``dest`` (local Maven repository first, then Maven Central); atomic: ``dest``
-    appears only complete. RuntimeError carries Ivy's own report when it fails."""
+    appears only complete, and a complete copy another process put there first is left alone (its JVM may
+    be loading it). RuntimeError carries Ivy's own report when it fails."""
     java = java_tool("java")
     if java is None:
         raise RuntimeError("no Java runtime on JAVA_HOME or PATH")
@@ -99,6 +100,9 @@ def resolve(dest: Path, spark_version: str, timeout: float = 600) -> None:
         if done.returncode != 0 or lacking:
             report = [ln for ln in (done.stdout + done.stderr).splitlines() if "::" in ln or "ERROR" in ln]
             raise RuntimeError(f"Ivy could not fetch {', '.join(lacking)}: " + " | ".join(report[-8:]))
-        if dest.exists():
-            shutil.rmtree(dest)
-        out.rename(dest)
+        try:
+            out.rename(dest)
+        except OSError:
+            if missing(dest, spark_version):  # not another process's complete copy: replace it
+                shutil.rmtree(dest, ignore_errors=True)
+                out.rename(dest)

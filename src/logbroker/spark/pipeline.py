@@ -201,7 +201,7 @@ def merge_batch(sink: DeltaSink, query: _QueryId | None) -> Callable[[DataFrame,
                 raise PipelineError(f"delta:{sink.path}: batch {batch_id} holds key {found} more than once; "
                                     "give the sink order_by (which of a key's rows is the newest)")  # fmt: skip
         try:
-            _write_merge(spark, sink, rows, batch_id, query)
+            _write_merge(spark, sink, rows, batch_id, query, order)
         finally:
             if not order:
                 rows.unpersist()
@@ -209,8 +209,10 @@ def merge_batch(sink: DeltaSink, query: _QueryId | None) -> Callable[[DataFrame,
     return merge
 
 
-def _write_merge(spark: SparkSession, sink: DeltaSink, rows: DataFrame, batch_id: int, query: _QueryId | None) -> None:
-    """One batch's rows (one per key) into the table: created by the first, merged into after."""
+def _write_merge(spark: SparkSession, sink: DeltaSink, rows: DataFrame, batch_id: int, query: _QueryId | None,
+                 order: list[str]) -> None:  # fmt: skip
+    """One batch's rows (one per key) into the table: created by the first, merged into after. With an
+    order, a row replaces the table's only if it is not older (a late record does not undo a newer one)."""
     from delta.tables import DeltaTable
 
     app = query.get() if query is not None else None
@@ -226,9 +228,13 @@ def _write_merge(spark: SparkSession, sink: DeltaSink, rows: DataFrame, batch_id
     if app is not None:  # this query's own session (a clone per query): no other writer sees these
         spark.conf.set("spark.databricks.delta.write.txnAppId", app)
         spark.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
+    def struct(side: str) -> str:
+        return "struct(" + ", ".join(f"{side}.`{c}`" for c in order) + ")"
+
+    newer = f"{struct('s')} >= {struct('t')}" if order else None
     try:
         (DeltaTable.forPath(spark, sink.path).alias("t").merge(rows.alias("s"), on)
-         .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())  # fmt: skip
+         .whenMatchedUpdateAll(condition=newer).whenNotMatchedInsertAll().execute())  # fmt: skip
     finally:
         if app is not None:
             spark.conf.unset("spark.databricks.delta.write.txnAppId")
@@ -252,18 +258,19 @@ def _check_delta(spark: SparkSession, spec: PipelineSpec, df: DataFrame) -> None
     except ImportError as exc:
         raise PipelineError(f"sinks.{i0} (delta:{first.path}): the delta-spark package is missing "
                             "(pip install 'logbroker[spark]')") from exc  # fmt: skip
-    mine = {f.name: f.dataType for f in df.schema.fields}
+    # Types without nullability: Delta keeps every column nullable, while rows may say "never null".
+    mine = {f.name: f.dataType.simpleString() for f in df.schema.fields}
     for i, sink in sinks:
+        for what, name in [("keys", k) for k in sink.keys] + [("order_by", c) for c in sink.order_by]:
+            if name not in mine:
+                raise PipelineError(f"sinks.{i}.{what}: {name} is not a column of the rows ({', '.join(mine)})")
         if not DeltaTable.isDeltaTable(spark, sink.path):
             continue
-        table = {f.name: f.dataType for f in spark.read.format("delta").load(sink.path).schema.fields}
+        table = {f.name: f.dataType.simpleString() for f in spark.read.format("delta").load(sink.path).schema.fields}
         if table != mine:
-            show = lambda cols: ", ".join(f"{n} {t.simpleString()}" for n, t in cols.items())  # noqa: E731
+            show = lambda cols: ", ".join(f"{n} {t}" for n, t in cols.items())  # noqa: E731
             raise PipelineError(f"sinks.{i} (delta:{sink.path}): the table's columns ({show(table)}) differ "
                                 f"from the rows' ({show(mine)}); write to a new table or migrate this one")  # fmt: skip
-        for key in sink.keys:
-            if key not in mine:
-                raise PipelineError(f"sinks.{i}.keys: {key} is not a column of the rows ({', '.join(mine)})")
 
 
 def _produce_keeping_timestamps(

@@ -110,23 +110,27 @@ def _task(bootstrap: str, topic: str | None, overrides: dict[str, Any]) -> Any:
 
 # A transactional frame also names each row's source (topic, partition, offset), sorted by it within a task.
 SOURCE_COLUMNS = ("_t", "_p", "_o")
-CHUNK = 20_000  # records per transaction: well inside transaction.timeout.ms even on a slow broker
+# A transaction ends at whichever comes first: well inside transaction.timeout.ms even on a slow broker.
+CHUNK = 20_000  # records
+CHUNK_BYTES = 64 << 20  # key and value bytes
 
 
 def _transactional_task(bootstrap: str, topic: str, overrides: dict[str, Any], name: str,
                         client: dict[str, Any]) -> Any:  # fmt: skip
     """The mapInArrow function of an exactly-once produce: records of one source partition go through one
-    transactional producer (``transactional.id`` = NAME.topic.partition, whichever task or attempt runs it),
-    in transactions of `CHUNK` records, each committing with its records the next source offset as the
-    offset of group NAME.topic.partition on the target's partition 0 (Kafka's consume-transform-produce
-    bookkeeping, with the archive as the input). A retried task, or the whole job run again with the same
-    NAME, first fences the earlier producer (aborting its open transaction), then skips what the marker
-    says was committed: nothing is produced twice and nothing is lost, for readers at read_committed.
+    transactional producer (``transactional.id`` = NAME.target.topic.partition, whichever task or attempt
+    runs it), in transactions of at most `CHUNK` records or `CHUNK_BYTES`, each committing with its records
+    the next source offset as the offset of the group of the same name on the target's partition 0
+    (Kafka's consume-transform-produce bookkeeping, with the archive as the input). A retried task, or the
+    whole job run again with the same NAME, first fences the earlier producer (aborting its open
+    transaction), then skips what the marker says was committed: nothing is produced twice and nothing is
+    lost, for readers at read_committed. The markers live as long as the broker keeps an empty group's
+    offsets (offsets.retention.minutes, 7 days by default); a re-run after that produces everything again.
     ``client``: the connection's security settings, for the consumer that reads the progress."""
+    conf = {**PRODUCER_DEFAULTS, **overrides, "bootstrap.servers": bootstrap}
     # librdkafka wants message.timeout.ms <= transaction.timeout.ms; an open transaction of a crashed attempt
     # holds read_committed readers back until the next attempt fences it, or at most this long.
-    conf = {**PRODUCER_DEFAULTS, "transaction.timeout.ms": PRODUCER_DEFAULTS["message.timeout.ms"], **overrides,
-            "bootstrap.servers": bootstrap}  # fmt: skip
+    conf.setdefault("transaction.timeout.ms", conf["message.timeout.ms"])
 
     def produce_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
@@ -139,6 +143,7 @@ def _transactional_task(bootstrap: str, topic: str, overrides: dict[str, Any], n
         consumer: Any = None
         start = 0  # first source offset still to deliver for the current source
         pending = 0  # records in the open transaction
+        pending_bytes = 0
         last = -1  # source offset of the last record produced
         failures: list[str] = []
 
@@ -150,7 +155,7 @@ def _transactional_task(bootstrap: str, topic: str, overrides: dict[str, Any], n
             raise RuntimeError(f"{_MARK}into {topic} failed after {acked} records: {reason}")
 
         def commit() -> None:
-            nonlocal acked, pending
+            nonlocal acked, pending, pending_bytes
             if not pending:
                 return
             producer.flush(conf["message.timeout.ms"] / 1000 + 30)
@@ -161,20 +166,25 @@ def _transactional_task(bootstrap: str, topic: str, overrides: dict[str, Any], n
             producer.send_offsets_to_transaction([marker], consumer.consumer_group_metadata(), 60)
             producer.commit_transaction(120)
             acked += pending
-            pending = 0
+            pending = pending_bytes = 0
 
-        def close() -> None:
+        def release() -> None:
+            """Let go of the current source's clients; an open transaction is left to the next attempt,
+            whose producer fences this one and aborts it."""
             nonlocal producer, consumer
-            if producer is not None:
-                commit()
-                producer = None
+            producer = None
             if consumer is not None:
                 consumer.close()
                 consumer = None
 
+        def close() -> None:
+            if producer is not None:
+                commit()
+            release()
+
         def open_source(src: tuple[str, int]) -> None:
             nonlocal producer, consumer, start
-            group = f"{name}.{src[0]}.{src[1]}"
+            group = f"{name}.{topic}.{src[0]}.{src[1]}"
             producer = Producer({**conf, "transactional.id": group, "on_delivery": on_delivery})
             producer.init_transactions(120)  # fences an earlier attempt and ends its open transaction
             consumer = Consumer({**client, "bootstrap.servers": bootstrap, "group.id": group,
@@ -211,16 +221,19 @@ def _transactional_task(bootstrap: str, topic: str, overrides: dict[str, Any], n
                         except KafkaException as exc:
                             fail(f"record {source or '?'}: {exc}")
                     pending += 1
+                    pending_bytes += len(value or b"") + len(key or b"")
                     last = o
                     if pending % 1000 == 0:
                         producer.poll(0)
-                    if pending >= CHUNK:
+                    if pending >= CHUNK or pending_bytes >= CHUNK_BYTES:
                         commit()
             close()
         except KafkaException as exc:
             err = exc.args[0] if exc.args else None
             fenced = isinstance(err, KafkaError) and err.code() == KafkaError._FENCED
             fail("a newer attempt took over this source (fenced)" if fenced else str(exc))
+        finally:
+            release()
         yield pa.RecordBatch.from_pydict({"n": [acked]}, schema=pa.schema([("n", pa.int64())]))
 
     return produce_partition
@@ -233,7 +246,8 @@ def produce_frame(df: DataFrame, bootstrap: str, topic: str | None = None,
     count, collected from the tasks (an accumulator would double-count retried tasks). With
     ``transactional`` (a name, and a fixed ``topic``) the frame also needs `SOURCE_COLUMNS`, sorted within
     each task, and delivery is exactly-once across task retries and re-runs under the same name (see
-    `_transactional_task`); the count is then of records produced by this run. ``security``: the
+    `_transactional_task`); the count is then of records the successful task attempts produced (chunks a
+    failed attempt committed are delivered, not counted). ``security``: the
     connection's settings without producer tuning (for the progress consumer)."""
     wanted = (*COLUMNS, *SOURCE_COLUMNS) if transactional else COLUMNS
     missing = [c for c in wanted if c not in df.columns]

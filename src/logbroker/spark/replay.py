@@ -52,6 +52,10 @@ def _read(archive_path: str, spark: SparkSession) -> DataFrame:
     if local is not None and not local.exists():
         raise ReplayError(f"archive {archive_path} does not exist")
     if is_delta(archive_path, spark):
+        columns = spark.read.format("delta").load(archive_path).columns
+        if missing := [c for c in ARCHIVE_COLUMNS if c not in columns]:
+            raise ReplayError(f"{archive_path} is not an archive: column(s) {', '.join(missing)} missing "
+                              f"(has {', '.join(columns)})")  # fmt: skip
         return read_archive(archive_path, spark)
     try:
         # Inferred from the files' footers: the archive reader below imposes the archive schema,
