@@ -90,8 +90,10 @@ class AuthzTarget:
     def create_topic(self, name: str, partitions: int = 1) -> None:
         for f in self.admin().create_topics([NewTopic(name, partitions, 1)]).values():
             f.result(30)
-        # Kafka's partitions need a leader before they are served.
+        # Kafka's partitions need a leader before they are served: the metadata names one a moment before
+        # the partition answers (a produce then gets NOT_LEADER_OR_FOLLOWER), so wait for ListOffsets too.
         eventually(lambda: assert_equal(self.metadata_error(name, user="admin"), 0))
+        eventually(lambda: assert_equal(end_offset(self, name), 0))
 
     def topic_exists(self, name: str) -> bool:
         return name in self.admin().list_topics(timeout=10).topics
