@@ -138,7 +138,9 @@ def spark_session(app_name: str) -> Iterator[Any]:
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None,
                  timeout: float = 30.0) -> str:  # fmt: skip
-    """Create a topic and wait until metadata shows all its partitions (creation is asynchronous)."""
+    """Create a topic and wait until every partition serves (creation is asynchronous, and Kafka's metadata
+    names a leader a moment before the partition answers: NOT_LEADER_OR_FOLLOWER in between)."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -147,9 +149,24 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[st
     while time.monotonic() < deadline:
         md = admin.list_topics(name, timeout=10).topics.get(name)
         if md is not None and md.error is None and len(md.partitions) == partitions:
-            return name
+            break
         time.sleep(0.1)
-    raise AssertionError(f"topic {name} did not appear with {partitions} partitions")
+    else:
+        raise AssertionError(f"topic {name} did not appear with {partitions} partitions")
+    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("probe")})
+    try:
+        for p in range(partitions):
+            while True:
+                try:
+                    probe.get_watermark_offsets(TopicPartition(name, p), timeout=10)
+                    break
+                except KafkaException:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+    finally:
+        probe.close()
+    return name
 
 
 def read_topic(bootstrap: str, topic: str, partitions: int | None = None, timeout: float = 60.0) -> list[Any]:
