@@ -169,6 +169,17 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[st
     return name
 
 
+def high_watermarks(bootstrap: str, topic: str, partitions: int) -> int:
+    """The sum of the topic's high watermarks: how far producing has got, transactions' open records included."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("hw")})
+    try:
+        return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions))
+    finally:
+        c.close()
+
+
 def read_topic(bootstrap: str, topic: str, partitions: int | None = None, timeout: float = 60.0) -> list[Any]:
     """Every message of the topic (confluent-kafka Messages), earliest offset to the high watermark of
     each partition, read with assign() and no commits; ordered by (partition, offset)."""

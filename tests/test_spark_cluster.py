@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
-from support import both_targets, read_topic, require_spark, target_bootstrap, unique
+from support import both_targets, high_watermarks, read_topic, require_spark, target_bootstrap, unique
 from support import create_topic as create_named_topic
 
 if TYPE_CHECKING:
@@ -102,14 +102,6 @@ class Background:
         return self.result
 
 
-def _sum_high_watermarks(bootstrap: str, topic: str, partitions: int) -> int:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("hw")})
-    try:
-        return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions))
-    finally:
-        c.close()
-
-
 def test_archive_and_transactional_replay_survive_a_killed_worker(
     spark: SparkSession, workers: SparkStandalone, backend: str, tmp_path: Path
 ) -> None:
@@ -146,7 +138,7 @@ def test_archive_and_transactional_replay_survive_a_killed_worker(
     name = unique("cl-replay")
     job = Background(replay, url(out), backend, target, spark=spark, keep_partition=True, transactional_id=name)
     deadline = time.monotonic() + 300
-    while _sum_high_watermarks(backend, target, 4) < CHUNK // 2:
+    while high_watermarks(backend, target, 4) < CHUNK // 2:
         assert job.thread.is_alive(), f"the replay ended before the kill: {job.error!r}"
         assert time.monotonic() < deadline, "the replay produced nothing within 300 s"
         time.sleep(0.02)

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
-from support import both_targets, read_topic, spark_session, target_bootstrap, unique
+from support import both_targets, high_watermarks, read_topic, spark_session, target_bootstrap, unique
 from support import create_topic as create_named_topic
 
 if TYPE_CHECKING:
@@ -38,14 +38,6 @@ def spark() -> Iterator[SparkSession]:
 @pytest.fixture(scope="module", params=both_targets())
 def backend(request: pytest.FixtureRequest) -> Iterator[str]:
     yield from target_bootstrap(request)
-
-
-def _high_watermarks(bootstrap: str, topic: str, partitions: int) -> int:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("hw")})
-    try:
-        return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions))
-    finally:
-        c.close()
 
 
 def test_transactional_replay_is_exactly_once_across_a_kill_and_a_rerun(
@@ -73,7 +65,7 @@ def test_transactional_replay_is_exactly_once_across_a_kill_and_a_rerun(
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
         deadline = time.monotonic() + 300
-        while _high_watermarks(backend, target, 3) < CHUNK + 1_000:  # a chunk committed, the next one open
+        while high_watermarks(backend, target, 3) < CHUNK + 1_000:  # a chunk committed, the next one open
             assert proc.poll() is None, f"worker exited early:\n{proc.stdout.read().decode()[-3000:]}"  # type: ignore[union-attr]
             assert time.monotonic() < deadline, "the replay produced nothing within 300 s"
             time.sleep(0.05)

@@ -132,6 +132,8 @@ def _transactional_task(bootstrap: str, topic: str, overrides: dict[str, Any], n
     # holds read_committed readers back until the next attempt fences it, or at most this long.
     conf.setdefault("transaction.timeout.ms", conf["message.timeout.ms"])
 
+    # The record-sending loop repeats _task's on purpose: a helper at module level would be pickled by
+    # reference, and the executors would need logbroker installed.
     def produce_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
         from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
