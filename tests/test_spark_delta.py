@@ -248,3 +248,40 @@ s.stop()
     assert not [ln for ln in first if any(n in ln for n in noise)], first
     second = start().stderr.splitlines()
     assert not [ln for ln in second if ln.startswith("logbroker:") or any(n in ln for n in noise)], second
+
+
+def test_a_fetch_that_finds_a_complete_copy_leaves_it_alone(tmp_path: Path) -> None:
+    """Two first sessions starting together both fetch: the one finishing second must keep the first's copy
+    (a JVM may be loading those very files) and not fail."""
+    import pyspark
+
+    from logbroker.spark import jars
+
+    dest = tmp_path / "cache" / "jars"
+    jars.resolve(dest, pyspark.__version__)
+    before = {p.name: p.stat().st_ino for p in dest.iterdir()}
+    jars.resolve(dest, pyspark.__version__)  # the slower of the two
+    assert {p.name: p.stat().st_ino for p in dest.iterdir()} == before, "the first complete copy was replaced"
+    assert not [p for p in dest.parent.iterdir() if p.name.startswith(".resolve-")], "scratch left behind"
+
+
+@pytest.mark.parametrize(
+    ("master", "local", "loopback"),
+    [("local[2]", True, True), ("local", True, True), ("local[2,4]", True, True),
+     ("spark://127.0.0.1:7077", False, True), ("spark://localhost:7077", False, True),
+     ("spark://spark-master:7077", False, False), ("spark://10.0.0.5:7077,10.0.0.6:7077", False, False),
+     ("yarn", False, False)],
+)  # fmt: skip
+def test_which_masters_get_the_loopback_driver_defaults(master: str, local: bool, loopback: bool) -> None:
+    """Loopback binding only where the executors run on this machine's loopback; a remote cluster must be
+    able to reach the driver back, and a plain path is refused only off local masters."""
+    from logbroker.spark.pipeline import PipelineError, check_shared
+    from logbroker.spark.session import is_local, on_loopback
+
+    assert (is_local(master), on_loopback(master)) == (local, loopback)
+    if local:
+        check_shared("checkpoint", "./cp", master)
+    else:
+        with pytest.raises(PipelineError, match=r"^checkpoint: \./cp is a path on this machine"):
+            check_shared("checkpoint", "./cp", master)
+        check_shared("checkpoint", "hdfs://nn/cp", master)
