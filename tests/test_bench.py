@@ -109,7 +109,7 @@ def test_bench_end_to_end_against_logbroker(tmp_path: Path, logbroker_serve_avai
 
 
 def test_parse_workloads_validates_and_keeps_canonical_order() -> None:
-    assert bench.parse_workloads(None) == list(bench.WORKLOADS)
+    assert bench.parse_workloads(None) == list(bench.DEFAULT_WORKLOADS)
     assert bench.parse_workloads("groups, Throughput,groups") == ["throughput", "groups"]
     with pytest.raises(ValueError):
         bench.parse_workloads("throughput,soak")
@@ -219,3 +219,123 @@ def test_bench_transactions_workload(tmp_path: Path, name: str, logbroker_serve_
     assert (p["transactions"], p["records_100B"], p["latency_samples"]) == (15, 0, 0)
     assert p["transaction_consumer_config"]["isolation.level"] == "read_committed"
     assert "transactional.id" in p["transaction_producer_config"]
+
+
+# ------------------------------------------------------------------------ native load generators, broker CPU
+
+
+def test_procstat_finds_the_process_listening_on_a_port() -> None:
+    import os
+    import socket
+
+    from logbroker.bench.procstat import BrokerView, cpu_seconds
+
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen()
+        port = srv.getsockname()[1]
+        view = BrokerView.find(f"127.0.0.1:{port}")
+        assert view is not None and os.getpid() in view.pids
+        with socket.create_connection(("127.0.0.1", port)):
+            assert view.connections() == 1
+        assert view.rss() > 0
+    assert cpu_seconds([os.getpid()]) > 0
+    assert BrokerView.find("127.0.0.1:1") is None  # nothing listens there: no CPU to report
+
+
+def test_rounds_combine_into_median_and_best() -> None:
+    from logbroker.bench.driver import _combine_rounds
+
+    runs = [
+        {"status": "ok", "metrics": {"native_produce_1p_MB_per_s": v, "native_produce_1p_cpu_s_per_GB": c}}
+        for v, c in ((100.0, 3.0), (300.0, 1.0), (200.0, 2.0))
+    ]
+    res = _combine_rounds([*runs, {"status": "failed", "error": "died", "metrics": {}}])
+    assert res["metrics"] == {"native_produce_1p_MB_per_s": 200.0, "native_produce_1p_cpu_s_per_GB": 2.0}
+    assert res["metrics_best"] == {"native_produce_1p_MB_per_s": 300.0, "native_produce_1p_cpu_s_per_GB": 1.0}
+    assert [r["status"] for r in res["rounds"]] == ["ok", "ok", "ok", "failed"]
+
+
+def test_native_and_scale_are_named_workloads_outside_the_default_set() -> None:
+    assert bench.parse_workloads("scale,native,throughput") == ["throughput", "native", "scale"]
+    assert "native" not in bench.parse_workloads(None)
+
+
+def _native_tools() -> None:
+    """The real tools or a skip (a failure under CI): Kafka's perf tools and Go for the franz-go generator."""
+    import shutil
+
+    from logbroker.bench import native
+    from support import missing_tool
+
+    if (why := native.java_tools_missing()) is not None:
+        missing_tool(why)
+    try:
+        native.loadgen_binary()
+    except native.ToolMissing as exc:
+        if shutil.which("go") is None:
+            missing_tool(str(exc))
+        raise
+
+
+_TINY = {"records_1kb": 20_000, "one_per_request": 200, "producers": 2, "connections": 20,
+         "scale_partitions": (10,), "scale_connections": (10,), "scale_records": 2_000}  # fmt: skip
+
+
+@pytest.mark.timeout(300)
+def test_native_workload_reports_broker_cpu_per_gb_and_request(tmp_path: Path, logbroker_serve_available: None) -> None:
+    """Kafka's ProducerPerformance/ConsumerPerformance and the franz-go generator against a real logbroker:
+    every workload reports the broker's CPU per GB and per request, finite and non-zero (rates are not judged)."""
+    import math
+
+    from logbroker.bench.native import NativeSizes
+
+    _native_tools()
+    console = _quiet_console()
+    bench.run_bench(["logbroker"], workloads="native,scale", native_sizes=NativeSizes(**_TINY), out_dir=tmp_path,
+                    console=console)  # fmt: skip
+    saved = json.loads((tmp_path / "results.json").read_text())
+    res = saved["targets"]["logbroker"]
+    assert res["status"] == "ok", res.get("error")
+    assert res["workloads"] == {"native": {"status": "ok"}, "scale": {"status": "ok"}}, res["workloads"]
+    native = res["details"]["native"]
+    for key in ("produce_1p", "consume_1p", "produce_8p", "one_per_request", "produce_1000p", "connections"):
+        for field in ("cpu_s_per_GB", "cpu_us_per_request"):
+            value = res["metrics"][f"native_{key}_{field}"]
+            assert math.isfinite(value) and value > 0, (key, field, value)
+        assert native[key]["records"] >= (200 if key == "one_per_request" else 20_000), key
+    one = native["one_per_request"]
+    assert one["one_record_per_request"] and one["records_per_request_avg"] == 1.0
+    assert one["requests"] >= one["records"]  # one produce request per record (plus metadata requests)
+    assert native["connections"]["clients"] == 10
+    assert native["produce_1p"]["records_per_request_avg"] > 100  # ~1 MB batches, not one record each
+    scale = res["details"]["scale"]
+    assert scale["partitions_10"]["ready_s"] > 0 and scale["partitions_10"]["rss_MB"] > 0
+    assert scale["connections_10"]["broker_connections"] >= 10
+    assert saved["parameters"]["native"]["one_per_request_producer_props"][-1].startswith("max.in.flight")
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "broker CPU s/GB" in text and "broker CPU µs/req" in text
+
+
+@pytest.mark.timeout(120)
+def test_native_workloads_skip_in_one_line_without_their_tools(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, logbroker_serve_available: None
+) -> None:
+    """No tools jars, no Go and no built generator: the workloads are skipped with the reason, the run goes on."""
+    from logbroker.bench.native import NativeSizes
+
+    monkeypatch.setenv("LOGBROKER_JARS_DIR", str(tmp_path / "no-jars"))
+    monkeypatch.setenv("LOGBROKER_BENCH_CACHE", str(tmp_path / "no-cache"))
+    monkeypatch.setenv("LOGBROKER_GO", str(tmp_path / "no-go"))
+    console = _quiet_console()
+    results = bench.run_bench(["logbroker"], workloads="native,scale", native_sizes=NativeSizes(**_TINY),
+                              out_dir=tmp_path / "out", console=console, chart=False)  # fmt: skip
+    res = results["targets"]["logbroker"]
+    assert res["status"] == "ok", res.get("traceback")
+    native, scale = res["workloads"]["native"], res["workloads"]["scale"]
+    assert native["status"] == "skipped" and scale["status"] == "skipped"
+    assert "run .ci/fetch-jars tools" in native["reason"] and "Go toolchain not found" in native["reason"]
+    assert "Go toolchain not found" in scale["reason"]
+    assert not any(k.startswith("native_") for k in res["metrics"])
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "logbroker: native skipped:" in " ".join(text.split()) and "Traceback" not in text

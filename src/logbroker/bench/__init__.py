@@ -50,6 +50,7 @@ from logbroker.bench.clients import create_topic, wait_ready
 from logbroker.bench.driver import run_bench
 from logbroker.bench.model import (
     ALL_TARGETS,
+    DEFAULT_WORKLOADS,
     METRICS,
     REBALANCE_HEARTBEAT_MS,
     WORKLOADS,
@@ -65,6 +66,7 @@ from logbroker.bench.workloads import percentile
 
 __all__ = [
     "ALL_TARGETS",
+    "DEFAULT_WORKLOADS",
     "METRICS",
     "REBALANCE_HEARTBEAT_MS",
     "WORKLOADS",

@@ -6,6 +6,7 @@ import dataclasses
 import gc
 import json
 import logging
+import statistics
 import time
 import traceback
 import uuid
@@ -41,18 +42,27 @@ from logbroker.bench.model import (
     CONSUME_BATCH,
     DEFAULT_GROUP_SAMPLES,
     DEFAULT_LATENCY_SAMPLES,
+    DEFAULT_NATIVE_RECORDS_1KB,
+    DEFAULT_ONE_PER_REQUEST,
     DEFAULT_RECORDS_1KB,
     DEFAULT_RECORDS_100B,
+    DEFAULT_SCALE_RECORDS,
     DEFAULT_TRANSACTIONS,
     LATENCY_WARMUP,
     MB,
     METRICS,
+    NATIVE_CONNECTIONS,
+    NATIVE_PRODUCERS,
     QUICK_DIVISOR,
     QUICK_GROUP_SAMPLES,
     QUICK_LATENCY_SAMPLES,
+    QUICK_SCALE_CONNECTIONS,
+    QUICK_SCALE_PARTITIONS,
     REBALANCE_MEMBERS,
     REBALANCE_PARTITIONS,
     RECORD_SIZES,
+    SCALE_CONNECTIONS,
+    SCALE_PARTITIONS,
     TXN_MAX_SECONDS,
     TXN_RECORD_SIZE,
     TXN_RECORDS,
@@ -61,6 +71,7 @@ from logbroker.bench.model import (
     parse_targets,
     parse_workloads,
 )
+from logbroker.bench.native import BATCH_PROPS, ONE_PER_REQUEST_PROPS, NativeSizes, run_native, run_scale
 from logbroker.bench.report import _profile_report, _ratios, machine_info, render_table, versions, write_chart
 from logbroker.bench.targets import kafka_target, logbroker_target, tansu_target
 from logbroker.bench.workloads import (
@@ -92,6 +103,8 @@ def _run_target(
     overall_task: Any,
     group_samples: tuple[int, int] = (0, 0),
     transactions: int = 0,
+    native: NativeSizes | None = None,
+    native_workloads: Sequence[str] = (),
 ) -> dict[str, Any]:
     res: dict[str, Any] = {"status": "ok", "notes": target.notes, "metrics": {}, "details": {}}
     metrics: dict[str, float] = res["metrics"]
@@ -148,6 +161,10 @@ def _run_target(
             if transactions > 0:
                 _run_transactions(res, bootstrap, run_id, transactions, step)
                 progress.advance(overall_task)
+            if native is not None:
+                for workload in native_workloads:
+                    _run_native_workload(res, workload, bootstrap, run_id, native, step)
+                    progress.advance(overall_task)
     except _Unavailable as exc:
         res["status"] = "skipped"
         res["error"] = str(exc)
@@ -157,6 +174,55 @@ def _run_target(
         res["traceback"] = traceback.format_exc()
     res["wall_s"] = time.monotonic() - t_start
     return res
+
+
+def _run_native_workload(
+    res: dict[str, Any],
+    workload: str,
+    bootstrap: str,
+    run_id: str,
+    sizes: NativeSizes,
+    step: Callable[[str, int], ProgressFn],
+) -> None:
+    """``native`` or ``scale`` on one target. A missing JVM/jars/Go skips the workloads that need it,
+    with its one-line reason in ``res["workloads"]`` (the target's other numbers stand)."""
+    metrics: dict[str, float] = res["metrics"]
+    gc.collect()
+    if workload == "native":
+        details, skipped = run_native(bootstrap, run_id, sizes, step)
+        for key in ("produce_1p", "consume_1p", "produce_8p", "one_per_request", "produce_1000p", "connections"):
+            got = details.get(key)
+            if got is None:
+                continue
+            rate = "records_per_s" if key == "one_per_request" else "MB_per_s"
+            metrics[f"native_{key}_{rate}"] = got[rate]
+            for field in ("cpu_s_per_GB", "cpu_us_per_request"):
+                if got.get(field) is not None:
+                    metrics[f"native_{key}_{field}"] = got[field]
+    else:
+        details, skipped = run_scale(bootstrap, run_id, sizes, step)
+        metrics["scale_startup_s"] = res["startup_s"]
+        if details.get("idle_rss_MB") is not None:
+            metrics["scale_idle_rss_MB"] = details["idle_rss_MB"]
+        for name, point in details.items():
+            if not isinstance(point, dict):
+                continue
+            tag = f"p{point['partitions']}" if name.startswith("partitions_") else f"c{name.split('_')[1]}"
+            time_key = "ready_s" if tag.startswith("p") else "connect_s"
+            for metric, value in ((f"scale_{tag}_{time_key.split('_')[0]}_s", point.get(time_key)),
+                                  (f"scale_{tag}_rss_MB", point.get("rss_MB")),
+                                  (f"scale_{tag}_MB_per_s", point["produce"]["MB_per_s"])):  # fmt: skip
+                if value is not None:
+                    metrics[metric] = value
+    res["details"][workload] = details
+    state: dict[str, Any] = {"status": "ok"}
+    if skipped:
+        reason = "; ".join(sorted(set(skipped.values())))
+        untooled = ("scale_startup_s", "scale_idle_rss_MB")  # read from /proc, no generator needed
+        measured_any = any(k.startswith(f"{workload}_") and k not in untooled for k in metrics)
+        state = {"status": "partial" if measured_any else "skipped", "reason": reason, "skipped": sorted(skipped)}
+        res["notes"] = "; ".join(n for n in (res.get("notes"), f"{workload} {state['status']}: {reason}") if n)
+    res.setdefault("workloads", {})[workload] = state
 
 
 def _run_groups(
@@ -228,6 +294,22 @@ def _run_transactions(
     metrics["txn_consume_MB_per_s"] = cons["MB_per_s"]
 
 
+def _combine_rounds(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One target's rounds as one result: the median of each metric over the rounds that measured it
+    (``metrics``), the best (``metrics_best``), and every round's numbers (``rounds``)."""
+    ok = [r for r in runs if r["status"] == "ok"] or runs
+    res = dict(ok[-1])
+    better = {m.key: m.higher_is_better for m in METRICS}
+    values: dict[str, list[float]] = {}
+    for r in ok:
+        for key, value in r.get("metrics", {}).items():
+            values.setdefault(key, []).append(value)
+    res["metrics"] = {k: statistics.median(v) for k, v in values.items()}
+    res["metrics_best"] = {k: (max if better.get(k, True) else min)(v) for k, v in values.items()}
+    res["rounds"] = [{"status": r["status"], "metrics": r.get("metrics", {}), "error": r.get("error")} for r in runs]
+    return res
+
+
 def run_bench(
     targets: str | Sequence[str | Target] = ALL_TARGETS,
     *,
@@ -244,6 +326,9 @@ def run_bench(
     workloads: str | Sequence[str] | None = None,
     group_samples: tuple[int, int] | None = None,
     transactions: int | None = None,
+    rounds: int = 1,
+    native_records: int | None = None,
+    native_sizes: NativeSizes | None = None,
 ) -> dict[str, Any]:
     """Benchmark each target in turn and write ``results.json`` / ``results.png`` to ``out_dir``.
 
@@ -265,6 +350,11 @@ def run_bench(
             0 skips that measurement.
         transactions: committed transactions (of ``TXN_RECORDS`` 1 KB records) to time; default
             2000, quick 200; at most ``TXN_MAX_SECONDS`` of them; 0 skips the workload.
+        rounds: run every target this many times, the targets alternating within a round (drift on a
+            shared machine then hits each alike); ``metrics`` holds the median over the rounds,
+            ``metrics_best`` the best, ``rounds`` each round's numbers.
+        native_records: 1 KB records per ``native`` produce workload (default 500,000, quick 50,000).
+        native_sizes: every size of the ``native`` and ``scale`` workloads at once (tests).
 
     Returns the results dict that was written to ``results.json``. Unavailable peers are
     skipped with a note; a failing target is recorded as failed and the run goes on.
@@ -295,6 +385,18 @@ def run_bench(
     n_txn = DEFAULT_TRANSACTIONS // div if transactions is None else max(0, transactions)
     if "transactions" not in selected:
         n_txn = 0
+    if native_sizes is None:
+        native_sizes = NativeSizes(
+            records_1kb=DEFAULT_NATIVE_RECORDS_1KB // div if native_records is None else native_records,
+            one_per_request=DEFAULT_ONE_PER_REQUEST // div,
+            producers=NATIVE_PRODUCERS,
+            connections=NATIVE_CONNECTIONS,
+            scale_partitions=QUICK_SCALE_PARTITIONS if quick else SCALE_PARTITIONS,
+            scale_connections=QUICK_SCALE_CONNECTIONS if quick else SCALE_CONNECTIONS,
+            scale_records=DEFAULT_SCALE_RECORDS // div,
+        )
+    native_selected = [w for w in ("native", "scale") if w in selected]
+    rounds = max(1, rounds)
     prof_path = out / "logbroker.prof" if profile else None
     if prof_path is not None and prof_path.exists():
         prof_path.unlink()
@@ -352,6 +454,14 @@ def run_bench(
             "latency_producer_config": latency_producer_config("<bootstrap>"),
             "consumer_config": {**consumer_config("<bootstrap>"), "group.id": "bench-<random>"},
             "MB": MB,
+            "rounds": rounds,
+            "native": {
+                **dataclasses.asdict(native_sizes),
+                "batch_producer_props": list(BATCH_PROPS),
+                "one_per_request_producer_props": list(ONE_PER_REQUEST_PROPS),
+            }
+            if native_selected
+            else None,
         },
         "metric_definitions": [dataclasses.asdict(m) for m in METRICS],
         "targets": {},
@@ -364,7 +474,7 @@ def run_bench(
     _CLIENT_LOGGER.propagate = False
     _CLIENT_LOGGER.setLevel(logging.INFO)
     counts = {"100B": n100, "1KB": n1k}
-    steps_per_target = 2 * len(counts) + 1 + (1 if any(n_groups) else 0) + (1 if n_txn else 0)
+    steps_per_target = 2 * len(counts) + 1 + (1 if any(n_groups) else 0) + (1 if n_txn else 0) + len(native_selected)
     try:
         with Progress(
             SpinnerColumn(),
@@ -374,25 +484,34 @@ def run_bench(
             TimeElapsedColumn(),
             console=console,
         ) as progress:
-            overall = progress.add_task("all targets", total=steps_per_target * len(resolved))
+            overall = progress.add_task("all targets", total=steps_per_target * len(resolved) * rounds)
             step_task = progress.add_task("", total=1)
             done = 0
-            for name, target in plan:
-                if isinstance(target, str):
-                    results["targets"][name] = {"status": "skipped", "error": target, "metrics": {}}
-                    progress.console.print(f"[yellow]skipping {name}:[/] {target}")
-                    continue
-                if done:
-                    time.sleep(1.0)  # let the previous broker's exit settle before timing again
-                res = _run_target(target, counts, n_lat, progress, step_task, overall, n_groups, n_txn)
-                results["targets"][name] = res
-                done += 1
-                progress.update(overall, completed=steps_per_target * done)
-                if res["status"] == "skipped":
-                    progress.console.print(f"[yellow]skipping {name}:[/] {res['error']}")
-                elif res["status"] != "ok":
-                    progress.console.print(f"[red]{name} {res['status']}:[/] {res['error']}")
-                _write_json(results, json_path)
+            runs: dict[str, list[dict[str, Any]]] = {}
+            for round_no in range(rounds):
+                for name, target in plan:
+                    if isinstance(target, str):
+                        if round_no == 0:
+                            results["targets"][name] = {"status": "skipped", "error": target, "metrics": {}}
+                            progress.console.print(f"[yellow]skipping {name}:[/] {target}")
+                        continue
+                    if done:
+                        time.sleep(1.0)  # let the previous broker's exit settle before timing again
+                    res = _run_target(target, counts, n_lat, progress, step_task, overall, n_groups, n_txn,
+                                      native_sizes, native_selected)  # fmt: skip
+                    runs.setdefault(name, []).append(res)
+                    results["targets"][name] = _combine_rounds(runs[name]) if rounds > 1 else res
+                    done += 1
+                    progress.update(overall, completed=steps_per_target * done)
+                    if res["status"] == "skipped":
+                        progress.console.print(f"[yellow]skipping {name}:[/] {res['error']}")
+                    elif res["status"] != "ok":
+                        progress.console.print(f"[red]{name} {res['status']}:[/] {res['error']}")
+                    for workload, state in res.get("workloads", {}).items():
+                        if state["status"] != "ok" and round_no == 0:
+                            why = f"{workload} {state['status']}: {state['reason']}"
+                            progress.console.print(f"[yellow]{name}:[/] {why}")
+                    _write_json(results, json_path)
             progress.update(step_task, visible=False)
     finally:
         _CLIENT_LOGGER.removeHandler(handler)

@@ -18,7 +18,8 @@ READY_TIMEOUT_S = 90.0
 STALL_TIMEOUT_S = 60.0
 MB = 1_000_000  # MB/s means 10^6 payload bytes per second (keys/headers/framing excluded)
 
-WORKLOADS = ("throughput", "latency", "groups", "transactions")
+WORKLOADS = ("throughput", "latency", "groups", "transactions", "native", "scale")
+DEFAULT_WORKLOADS = ("throughput", "latency", "groups", "transactions")  # native/scale need Java/Go: on request
 DEFAULT_GROUP_SAMPLES = (7, 5)  # (first-assignment samples, rebalance samples)
 QUICK_GROUP_SAMPLES = (3, 2)
 REBALANCE_MEMBERS = 3  # stable members before the newcomer joins
@@ -32,6 +33,26 @@ DEFAULT_TRANSACTIONS = 2_000  # committed transactions to time (quick: / QUICK_D
 TXN_RECORDS = 10  # records per transaction
 TXN_RECORD_SIZE = RECORD_SIZES["1KB"]
 TXN_MAX_SECONDS = 60.0  # a slow broker stops early: the rate is what matters, not the count
+
+# Native load generators (``native`` and ``scale`` workloads, ``logbroker.bench.native``).
+DEFAULT_NATIVE_RECORDS_1KB = 500_000  # per produce workload (quick: / QUICK_DIVISOR)
+DEFAULT_ONE_PER_REQUEST = 20_000
+NATIVE_PRODUCERS = 4  # concurrent producers of the 8- and 1,000-partition workloads
+NATIVE_CONNECTIONS = 500
+SCALE_PARTITIONS = (100, 1_000, 10_000)
+SCALE_CONNECTIONS = (100, 1_000, 5_000)
+QUICK_SCALE_PARTITIONS = (100, 1_000)
+QUICK_SCALE_CONNECTIONS = (100, 1_000)
+DEFAULT_SCALE_RECORDS = 200_000  # 1 KB records produced at each point of a curve
+# key -> row label; every one also gets CPU per GB and per request rows.
+NATIVE_WORKLOADS = {
+    "produce_1p": "native produce 1KB 1 partition",
+    "consume_1p": "native consume 1KB 1 partition",
+    "produce_8p": f"native produce 1KB 8 partitions x{NATIVE_PRODUCERS} producers",
+    "one_per_request": "native produce 100B 1 record/request",
+    "produce_1000p": f"native produce 1KB 1000 partitions x{NATIVE_PRODUCERS}",
+    "connections": f"native produce 1KB {NATIVE_CONNECTIONS} connections",
+}
 
 
 class BenchError(RuntimeError):
@@ -52,7 +73,8 @@ class Metric:
     @property
     def tick(self) -> str:
         """Short two-line label for chart x ticks."""
-        return self.label.removeprefix("acks=all latency ").removeprefix("group ").replace(" ", "\n")
+        label = self.label.removeprefix("acks=all latency ").removeprefix("group ").removeprefix("native produce ")
+        return label.replace(" partitions", "p").replace(" partition", "p").replace(" ", "\n")
 
     @property
     def workload(self) -> str:
@@ -74,6 +96,25 @@ def _build_metrics() -> tuple[Metric, ...]:
     out.append(Metric("txn_consume_records_per_s", "read_committed consume", "records/s", "records", True,
                       "transactions"))  # fmt: skip
     out.append(Metric("txn_consume_MB_per_s", "read_committed consume", "MB/s", "bytes", True, "transactions"))
+    for key, label in NATIVE_WORKLOADS.items():
+        if key == "one_per_request":  # a rate of tiny records: requests, not bytes, are the work
+            out.append(Metric(f"native_{key}_records_per_s", label, "records/s", "native_detail", True, "native"))
+        else:
+            out.append(Metric(f"native_{key}_MB_per_s", label, "MB/s", "native", True, "native"))
+        out.append(Metric(f"native_{key}_cpu_s_per_GB", f"{label} broker CPU", "s/GB", "native_detail", False,
+                          "native"))  # fmt: skip
+        out.append(Metric(f"native_{key}_cpu_us_per_request", f"{label} broker CPU", "µs/req", "native_detail",
+                          False, "native"))  # fmt: skip
+    out.append(Metric("scale_startup_s", "scale start-up (empty broker)", "s", "scale", False))
+    out.append(Metric("scale_idle_rss_MB", "scale RSS idle", "MB", "scale", False))
+    for parts in SCALE_PARTITIONS:
+        out.append(Metric(f"scale_p{parts}_ready_s", f"scale {parts} partitions: topic ready", "s", "scale", False))
+        out.append(Metric(f"scale_p{parts}_rss_MB", f"scale {parts} partitions: RSS", "MB", "scale", False))
+        out.append(Metric(f"scale_p{parts}_MB_per_s", f"scale {parts} partitions: produce", "MB/s", "scale", True))
+    for conns in SCALE_CONNECTIONS:
+        out.append(Metric(f"scale_c{conns}_connect_s", f"scale {conns} connections: connect", "s", "scale", False))
+        out.append(Metric(f"scale_c{conns}_rss_MB", f"scale {conns} connections: RSS", "MB", "scale", False))
+        out.append(Metric(f"scale_c{conns}_MB_per_s", f"scale {conns} connections: produce", "MB/s", "scale", True))
     return tuple(out)
 
 
@@ -121,8 +162,9 @@ def parse_targets(spec: str | Sequence[str]) -> list[str]:
 
 
 def parse_workloads(spec: str | Sequence[str] | None) -> list[str]:
-    """Turn ``"throughput,groups"`` (or a list; None means all) into validated workload names."""
+    """Turn ``"throughput,groups"`` (or a list) into validated workload names; None means the
+    default set (``native`` and ``scale`` need a JVM or Go and run when named)."""
     if spec is None:
-        return list(WORKLOADS)
+        return list(DEFAULT_WORKLOADS)
     out = _parse_names(spec, WORKLOADS, "workload")
     return [w for w in WORKLOADS if w in out]

@@ -127,6 +127,19 @@ def _run_summary(p: dict[str, Any]) -> str:
         n = p.get("transactions")
         shown = f"{n:,}" if isinstance(n, int) else "?"
         parts.append(f"{shown} transactions x {p.get('transaction_records', '?')} x 1KB (read back read_committed)")
+    native = p.get("native") or {}
+    if "native" in selected and native:
+        parts.append(
+            f"native: {native['records_1kb']:,} x 1KB per produce (Kafka's perf tools, franz-go), "
+            f"{native['one_per_request']:,} x 100B one per request; broker CPU per GB / per request"
+        )
+    if "scale" in selected and native:
+        parts.append(
+            f"scale: partitions {'/'.join(map(str, native['scale_partitions']))}, "
+            f"connections {'/'.join(map(str, native['scale_connections']))}"
+        )
+    if p.get("rounds", 1) > 1:
+        parts.append(f"median of {p['rounds']} interleaved rounds")
     return ", ".join(parts)
 
 
@@ -146,6 +159,8 @@ def render_table(results: dict[str, Any]) -> Table:
     for peer in ratios:
         table.add_column(f"logbroker/\n{peer}", justify="right", no_wrap=True)
     for m in _selected_metrics(results):
+        if m.kind == "scale" and all(res.get("metrics", {}).get(m.key) is None for res in targets.values()):
+            continue  # a curve point this run did not reach (--quick stops at 1,000)
         cells = [f"{m.label.removeprefix('acks=all ')} {m.unit.replace('records', 'rec')}"]
         for res in targets.values():
             cells.append(_fmt(res.get("metrics", {}).get(m.key), m.unit))
@@ -179,9 +194,12 @@ def write_chart(results: dict[str, Any], path: Path) -> Path | None:
         ("acks=all latency, 1KB (ms, lower is better)", "latency", 2.3),
         ("Consumer groups (ms, lower is better)", "groups", 2.3),
         ("Transactions (committed/s)", "transactions", 1.6),
+        ("Native load generator (MB/s)", "native", 3.0),
     ]
     panels = [(title, [m for m in chosen if m.kind == kind], w) for title, kind, w in layout]
     panels = [x for x in panels if x[1]]
+    if not panels:  # e.g. scale alone: its curves are in the table and the JSON
+        return None
     ratios = [w for _, _, w in panels]
     fig, axes = plt.subplots(
         1, len(panels), figsize=(max(8.0, 17 * sum(ratios) / 10.3), 6.5), gridspec_kw={"width_ratios": ratios}

@@ -33,9 +33,14 @@ if TYPE_CHECKING:
     default="throughput,latency,groups,transactions",
     show_default=True,
     help="Comma list: throughput (produce/consume), latency (acks=all), groups (assignment and rebalance times), "
-    "transactions (committed transactions/s and their read_committed read-back).",
+    "transactions (committed transactions/s and their read_committed read-back); on request: native (Kafka's "
+    "perf tools and a franz-go generator load the broker: rates with broker CPU per GB and per request), scale "
+    "(memory, readiness and produce rate against partitions and connections).",
 )
-@click.option("--quick", is_flag=True, help="About 10x fewer records.")
+@click.option("--quick", is_flag=True, help="About 10x fewer records; scale curves stop at 1,000.")
+@click.option("--rounds", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Run the targets this many times, alternating; report the median (best in the JSON).")  # fmt: skip
+@click.option("--native-records", type=int, help="1 KB records per native produce workload (default 500,000).")
 @click.option("--records-100b", type=int, help="100-byte records to produce and consume.")
 @click.option("--records-1kb", type=int, help="1 KB records to produce and consume.")
 @click.option("--latency-samples", type=int, help="Sequential acks=all produces.")
@@ -55,13 +60,16 @@ def bench(
     records_1kb: int | None,
     latency_samples: int | None,
     transactions: int | None,
+    rounds: int,
+    native_records: int | None,
     out: Path,
     fsync: str,
     profile: bool,
     kafka_jar_dir: Path | None,
     no_chart: bool,
 ) -> None:
-    """Throughput, acks=all latency, consumer-group timings and transactions, logbroker and its peers side by side."""
+    """Throughput, acks=all latency, consumer groups, transactions and native-client load with the broker's CPU
+    cost, logbroker and its peers side by side."""
     from logbroker.bench import cluster_target, parse_targets, parse_workloads, run_bench
 
     if security is not None and bootstrap is None:
@@ -92,6 +100,8 @@ def bench(
         kafka_jar_dir=kafka_jar_dir,
         chart=not no_chart,
         workloads=selected,
+        rounds=rounds,
+        native_records=native_records,
     )
     if any(r["status"] not in ("ok", "skipped") for r in results["targets"].values()):
         sys.exit(1)
