@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-TICK = os.sysconf("SC_CLK_TCK")
+from logbroker.bench.procstat import cpu_seconds
 
 
 def kcat_produce(bootstrap: str, payload: Path) -> None:
@@ -33,11 +33,6 @@ def kcat_produce(bootstrap: str, payload: Path) -> None:
          "-X", "queue.buffering.max.kbytes=2000000"],
         check=True, timeout=600,
     )  # fmt: skip
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
 
 
 def _free_port() -> int:
@@ -83,15 +78,15 @@ def measure(src: str, payload: Path, records: int, fsync: str) -> dict[str, floa
             ["kcat", "-b", bootstrap, "-L", "-t", "bench"], check=True, capture_output=True, timeout=30
         )  # auto-creates the topic
         nbytes = payload.stat().st_size - records  # payload without delimiters
-        c0, t0 = _cpu_seconds(proc.pid), time.monotonic()
+        c0, t0 = cpu_seconds([proc.pid]), time.monotonic()
         kcat_produce(bootstrap, payload)
-        c1, t1 = _cpu_seconds(proc.pid), time.monotonic()
+        c1, t1 = cpu_seconds([proc.pid]), time.monotonic()
         out = subprocess.run(
             ["kcat", "-C", "-b", bootstrap, "-t", "bench", "-p", "0", "-o", "beginning", "-e", "-q", "-f", "%o\n",
              "-X", "fetch.max.bytes=52428800", "-X", "max.partition.fetch.bytes=10485760"],
             check=True, timeout=600, capture_output=True,
         )  # fmt: skip
-        c2, t2 = _cpu_seconds(proc.pid), time.monotonic()
+        c2, t2 = cpu_seconds([proc.pid]), time.monotonic()
         got = out.stdout.count(b"\n")
         if got != records:
             raise RuntimeError(f"consumed {got} records, produced {records}")
