@@ -33,13 +33,27 @@ Workloads (``--workloads``, all by default):
   record of the aborted one or misses a committed one. A broker without transactions is noted
   ("transactions skipped") and its other numbers stand.
 
+Two more workloads run when named, since they need a JVM or Go (``logbroker.bench.native``): a Python
+client saturates long before the broker does, so here native clients make the load and every rate comes
+with the broker process tree's CPU seconds per GB and per request (``procstat``):
+
+* ``native``: Kafka's ``ProducerPerformance`` (1 KB, 1 partition, acks=all, ~1 MB batches; 100 B one
+  record per request, checked by the producer's ``records-per-request-avg``) and ``ConsumerPerformance``
+  (reading the 1 KB records back), and the franz-go generator ``lbload`` (``loadgen/``, built on first
+  use): 8 partitions and 1,000 partitions with concurrent producers, and 500 connections;
+* ``scale``: start-up, idle memory, then memory, readiness time and produce rate at 100 / 1,000 /
+  10,000 partitions and 100 / 1,000 / 5,000 connections (``--quick`` stops at 1,000).
+
+``--rounds N`` runs the targets N times, alternating, and reports the median (best in the JSON).
+
 The library entry point is :func:`run_bench`; ``logbroker bench`` and ``benchmarks/run_bench.py``
 are thin wrappers around it. Results land in ``OUT/results.json`` (machine, versions, parameters
 and every number) and ``OUT/results.png``; a rich table is printed at the end.
 
 This package is tooling, like ``logbroker.testing``: no product module imports it; the ``logbroker
 bench`` command loads it when it runs. Modules: ``model`` (metrics, targets, parameters), ``clients``
-(librdkafka settings, topic creation, readiness), ``workloads`` (the measurements), ``targets``
+(librdkafka settings, topic creation, readiness), ``workloads`` (the measurements), ``native`` and
+``procstat`` (native load generators, the broker's CPU and memory), ``targets``
 (logbroker and the peers), ``report`` (machine description, table, chart) and ``driver``
 (:func:`run_bench`).
 """
