@@ -353,7 +353,8 @@ def run_bench(
         rounds: run every target this many times, the targets alternating within a round (drift on a
             shared machine then hits each alike); ``metrics`` holds the median over the rounds,
             ``metrics_best`` the best, ``rounds`` each round's numbers.
-        native_records: 1 KB records per ``native`` produce workload (default 500,000, quick 50,000).
+        native_records: 1 KB records per ``native`` produce workload (default 500,000, quick 50,000) and
+            per ``scale`` point (default 200,000, quick 20,000).
         native_sizes: every size of the ``native`` and ``scale`` workloads at once (tests).
 
     Returns the results dict that was written to ``results.json``. Unavailable peers are
@@ -393,7 +394,7 @@ def run_bench(
             connections=NATIVE_CONNECTIONS,
             scale_partitions=QUICK_SCALE_PARTITIONS if quick else SCALE_PARTITIONS,
             scale_connections=QUICK_SCALE_CONNECTIONS if quick else SCALE_CONNECTIONS,
-            scale_records=DEFAULT_SCALE_RECORDS // div,
+            scale_records=DEFAULT_SCALE_RECORDS // div if native_records is None else native_records,
         )
     native_selected = [w for w in ("native", "scale") if w in selected]
     rounds = max(1, rounds)

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from logbroker._kafka.settings import KafkaSettings
 
 
+KAFKA_HEAP = "1g"
+
+
 def logbroker_target(
     *,
     fsync: str = "always",
@@ -99,10 +102,11 @@ def kafka_target(jar_dir: str | Path | None = None) -> Target | str:
         return "java not found (set JAVA_HOME or put java on PATH)"
     version = next((p.stem.split("-", 1)[1] for p in sorted(jars.glob("kafka_*-*.jar"))), "?")
     notes = (
-        f"Apache Kafka {version} (JVM, KRaft, 1 node), jars in {jars}; default flush policy: "
+        f"Apache Kafka {version} (JVM, KRaft, 1 node, heap {KAFKA_HEAP}), jars in {jars}; default flush policy: "
         "acks=all returns before fsync (page cache)"
     )
-    return Target("kafka", _peer_context(lambda: peers.KafkaPeer(jars)), notes)
+    # The heap Kafka's own start script gives it (the test peer's 512 MB default is for test suites).
+    return Target("kafka", _peer_context(lambda: peers.KafkaPeer(jars, heap=KAFKA_HEAP)), notes)
 
 
 def cluster_target(bootstrap: str, security: KafkaSettings | None = None, name: str = "cluster") -> Target:

@@ -40,7 +40,11 @@ if TYPE_CHECKING:
 @click.option("--quick", is_flag=True, help="About 10x fewer records; scale curves stop at 1,000.")
 @click.option("--rounds", type=click.IntRange(min=1), default=1, show_default=True,
               help="Run the targets this many times, alternating; report the median (best in the JSON).")  # fmt: skip
-@click.option("--native-records", type=int, help="1 KB records per native produce workload (default 500,000).")
+@click.option(
+    "--native-records",
+    type=int,
+    help="1 KB records per native produce workload and scale point (default 500,000 and 200,000).",
+)
 @click.option("--records-100b", type=int, help="100-byte records to produce and consume.")
 @click.option("--records-1kb", type=int, help="1 KB records to produce and consume.")
 @click.option("--latency-samples", type=int, help="Sequential acks=all produces.")

@@ -74,6 +74,10 @@ func main() {
 		kgo.ProducerBatchMaxBytes(int32(*batchBytes)),
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.MaxBufferedRecords(1 << 16),
+		kgo.MaxBufferedBytes(32 << 20),
+		// Requests of at most 2 MiB, as a Java producer's max.request.size would give: franz-go's
+		// default (100 MiB) lets one in-flight request grow to every buffered batch of every partition.
+		kgo.BrokerMaxWriteBytes(2 << 20),
 		kgo.WithHooks(counter),
 		// A partition a broker names before it serves it is retried soon, not after the default 5 s.
 		kgo.MetadataMinAge(200 * time.Millisecond),
