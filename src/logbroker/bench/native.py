@@ -297,8 +297,9 @@ def lbload(
     last = lines[-1] if lines else {}
     if last.get("phase") != "done" or last.get("errors"):
         raise BenchError(f"lbload failed (exit {proc.returncode}): {last.get('first_error') or stderr}")
+    connected = next((line for line in lines if line["phase"] == "connected"), {})
     extra = {"tool": "lbload (franz-go)", "clients": clients, "connect_s": last["connect_seconds"],
-             "prime_s": last["prime_seconds"]}  # fmt: skip
+             "prime_s": last["prime_seconds"], "broker_connections": connected.get("broker_connections")}  # fmt: skip
     return Sample(last["records"], last["bytes"], last["seconds"], last["produce_requests"], None, extra)
 
 
