@@ -207,11 +207,14 @@ def _run_native_workload(
         for name, point in details.items():
             if not isinstance(point, dict):
                 continue
-            tag = f"p{point['partitions']}" if name.startswith("partitions_") else f"c{name.split('_')[1]}"
-            time_key = "ready_s" if tag.startswith("p") else "connect_s"
-            for metric, value in ((f"scale_{tag}_{time_key.split('_')[0]}_s", point.get(time_key)),
-                                  (f"scale_{tag}_rss_MB", point.get("rss_MB")),
-                                  (f"scale_{tag}_MB_per_s", point["produce"]["MB_per_s"])):  # fmt: skip
+            # partitions_1000 -> scale_p1000_ready_s ...; connections_100 -> scale_c100_connect_s ...
+            curve, size = name.split("_")
+            tag, timed = (f"p{size}", "ready") if curve == "partitions" else (f"c{size}", "connect")
+            for metric, value in (
+                (f"scale_{tag}_{timed}_s", point.get(f"{timed}_s")),
+                (f"scale_{tag}_rss_MB", point.get("rss_MB")),
+                (f"scale_{tag}_MB_per_s", point["produce"]["MB_per_s"]),
+            ):
                 if value is not None:
                     metrics[metric] = value
     res["details"][workload] = details

@@ -340,6 +340,9 @@ class NativeSizes:
 
 
 CLIENT_CONNECTIONS = 2  # lbload's franz-go clients each hold two: metadata (seed) and produce
+# One CreateTopics may not add more than 10,000 metadata records (Kafka's MAX_RECORDS_PER_USER_OP, which
+# logbroker keeps): a topic of 10,000 partitions is 10,001 of them, so larger points use several topics.
+SCALE_TOPIC_PARTITIONS = 5_000
 
 
 def _connections_to_clients(connections: int) -> int:
@@ -477,9 +480,13 @@ def _scale_point(
     """One point of a curve: create the topic (timed), connect the clients, produce (round robin over
     the partitions); memory is read once every client is connected."""
     rss0 = view.rss() if view is not None else 0
+    n_topics = math.ceil(partitions / SCALE_TOPIC_PARTITIONS)
+    per_topic = math.ceil(partitions / n_topics)
+    names = [topic] if n_topics == 1 else [f"{topic}-{i}" for i in range(n_topics)]
     t0 = time.monotonic()
-    how = create_topic_fn(bootstrap, topic, partitions=partitions, timeout=600.0)
-    point: dict[str, Any] = {"partitions": partitions, "created_by": how, "created_s": time.monotonic() - t0}
+    how = ", ".join(sorted({create_topic_fn(bootstrap, name, partitions=per_topic, timeout=300.0) for name in names}))
+    point: dict[str, Any] = {"partitions": per_topic * n_topics, "topics": n_topics, "created_by": how,
+                             "created_s": time.monotonic() - t0}  # fmt: skip
     clients = _connections_to_clients(connections)
     at_connect: dict[str, Any] = {}
 
@@ -491,12 +498,12 @@ def _scale_point(
         view,
         lambda mark: lbload(
             bootstrap,
-            topic,
+            ",".join(names),
             clients=clients,
             records=max(sizes.scale_records, clients),
             size=1024,
             round_robin=True,
-            partitions=partitions,
+            partitions=per_topic,
             on_connected=lambda line: connected(line, mark),
         ),
     )

@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,7 +50,7 @@ func emit(r result) {
 
 func main() {
 	bootstrap := flag.String("bootstrap", "127.0.0.1:9092", "broker host:port")
-	topic := flag.String("topic", "bench", "topic to produce to")
+	topic := flag.String("topic", "bench", "topic to produce to; a comma list spreads records over several")
 	clients := flag.Int("clients", 1, "independent clients (each with its own connections)")
 	records := flag.Int64("records", 100000, "records to produce in total, spread over the clients")
 	size := flag.Int("size", 1024, "record value bytes")
@@ -57,17 +58,18 @@ func main() {
 	batchBytes := flag.Int("batch-bytes", 1000000, "max bytes of one partition's batch")
 	roundRobin := flag.Bool("round-robin", false, "spread records over partitions one by one (else sticky)")
 	wait := flag.Bool("wait", false, "after connecting, wait for a line on stdin before producing")
-	partitions := flag.Int("partitions", 0, "before connecting the clients, write one record to each of these partitions")
+	partitions := flag.Int("partitions", 0, "before connecting the clients, write one record to each partition of each topic")
 	maxVersion := flag.String("max-version", "", "cap request versions at this Kafka release (e.g. 3.7)")
 	timeout := flag.Duration("timeout", 10*time.Minute, "give up after this long")
 	flag.Parse()
 
+	topics := strings.Split(*topic, ",")
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	counter := &requestCounter{}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(*bootstrap),
-		kgo.DefaultProduceTopic(*topic),
+		kgo.DefaultProduceTopic(topics[0]),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.DisableIdempotentWrite(), // no InitProducerId per client: the connections are the load
 		kgo.ProducerLinger(time.Duration(*lingerMs) * time.Millisecond),
@@ -115,9 +117,11 @@ func main() {
 			fmt.Fprintln(os.Stderr, "primer:", err)
 			os.Exit(2)
 		}
-		batch := make([]*kgo.Record, *partitions)
-		for p := range batch {
-			batch[p] = &kgo.Record{Value: value, Partition: int32(p)}
+		batch := make([]*kgo.Record, 0, *partitions*len(topics))
+		for _, t := range topics {
+			for p := range *partitions {
+				batch = append(batch, &kgo.Record{Topic: t, Value: value, Partition: int32(p)})
+			}
 		}
 		if err := primer.ProduceSync(ctx, batch...).FirstErr(); err != nil {
 			emit(result{Phase: "failed", Clients: *clients, Errors: 1, FirstError: "priming: " + err.Error()})
@@ -164,7 +168,7 @@ func main() {
 		go func() {
 			defer wg.Done()
 			for n := int64(0); n < per; n++ {
-				cl.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
+				cl.Produce(ctx, &kgo.Record{Topic: topics[n%int64(len(topics))], Value: value}, func(_ *kgo.Record, err error) {
 					if err != nil {
 						fail(err)
 					}
