@@ -75,6 +75,9 @@ def _cache_dir() -> Path:
     return (root / ".ci" / "cache" / "bench") if root else Path.home() / ".cache" / "logbroker-bench"
 
 
+_STANDARD_GO = "/usr/local/go/bin/go"  # the official tarball's place, often left off PATH
+
+
 def loadgen_binary() -> Path:
     """The built ``lbload`` for the current source (keyed by its hash), building it when absent."""
     digest = hashlib.sha256()
@@ -83,13 +86,18 @@ def loadgen_binary() -> Path:
     binary = _cache_dir() / f"lbload-{digest.hexdigest()[:12]}"
     if binary.is_file():
         return binary
-    go = os.environ.get("LOGBROKER_GO") or shutil.which("go")
+    go = os.environ.get("LOGBROKER_GO") or shutil.which("go") or _STANDARD_GO
     if not go or not Path(go).is_file():
         raise ToolMissing("Go toolchain not found (needed once to build the franz-go load generator; install Go)")
     binary.parent.mkdir(parents=True, exist_ok=True)
     tmp = binary.with_name(f".{binary.name}.{os.getpid()}")
     proc = subprocess.run(
-        [go, "build", "-o", str(tmp), "."], cwd=LOADGEN_SRC, capture_output=True, text=True, timeout=600, check=False
+        [go, "build", "-buildvcs=false", "-o", str(tmp), "."],
+        cwd=LOADGEN_SRC,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     if proc.returncode != 0:
         tmp.unlink(missing_ok=True)
