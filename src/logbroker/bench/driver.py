@@ -347,8 +347,9 @@ def run_bench(
         kafka_jar_dir: jars for the Kafka peer (default ``logbroker.jars.default_jar_dir("kafka")``).
         chart: write the PNG (needs matplotlib).
         console: rich console for progress and tables (tests pass a quiet one).
-        workloads: which of ``WORKLOADS`` to run (a list or a comma string; default all). Leaving
-            out ``throughput`` or ``latency`` sets its counts to 0.
+        workloads: which of ``WORKLOADS`` to run (a list or a comma string; default
+            ``DEFAULT_WORKLOADS``: all but ``native`` and ``scale``). Leaving out ``throughput`` or
+            ``latency`` sets its counts to 0.
         group_samples: (first-assignment samples, rebalance samples); default (7, 5), quick (3, 2);
             0 skips that measurement.
         transactions: committed transactions (of ``TXN_RECORDS`` 1 KB records) to time; default
