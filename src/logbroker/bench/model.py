@@ -73,7 +73,8 @@ class Metric:
     @property
     def tick(self) -> str:
         """Short two-line label for chart x ticks."""
-        label = self.label.removeprefix("acks=all latency ").removeprefix("group ").removeprefix("native produce ")
+        label = self.label.removeprefix("acks=all latency ").removeprefix("group ")
+        label = label.removeprefix("native produce ").removeprefix("native ")
         return label.replace(" partitions", "p").replace(" partition", "p").replace(" ", "\n")
 
     @property

@@ -10,6 +10,7 @@ import os
 import platform
 import pstats
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -230,17 +231,20 @@ def write_chart(results: dict[str, Any], path: Path) -> Path | None:
     p = results["parameters"]
     mi = results["machine"]
     fsync_note = f", logbroker --fsync {p['fsync']}" if "logbroker" in ok else ""
+    # A narrow chart (one panel) must not cut the run summary off at its right edge: wrap it, and move
+    # the legend and the panels down by the extra lines.
+    summary = textwrap.fill(f"logbroker bench: {_run_summary(p)}", width=int(fig.get_figwidth() * 11))
+    extra = 0.045 * summary.count("\n")
     fig.suptitle(
-        f"logbroker bench: {_run_summary(p)}\n"
-        f"{mi.get('cpu_count')} CPU, {mi.get('cpu_model') or mi['machine']}{fsync_note}",
+        f"{summary}\n{mi.get('cpu_count')} CPU, {mi.get('cpu_model') or mi['machine']}{fsync_note}",
         fontsize=11,
         x=0.02,
         ha="left",
     )
     handles, labels = axes[0].get_legend_handles_labels()
     # On a row of its own under the title: a narrow (groups-only) chart has no room beside it.
-    fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(0.015, 0.915), ncol=len(ok), fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 0.85))
+    fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(0.015, 0.915 - extra), ncol=len(ok), fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1, 0.85 - extra))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
