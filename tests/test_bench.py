@@ -305,6 +305,9 @@ def test_native_workload_reports_broker_cpu_per_gb_and_request(tmp_path: Path, l
             value = res["metrics"][f"native_{key}_{field}"]
             assert math.isfinite(value) and value > 0, (key, field, value)
         assert native[key]["records"] >= (200 if key == "one_per_request" else 20_000), key
+        assert native[key]["broker_cpu_user_s"] + native[key]["broker_cpu_system_s"] == pytest.approx(
+            native[key]["broker_cpu_s"]
+        )
     one = native["one_per_request"]
     assert one["one_record_per_request"] and one["records_per_request_avg"] == 1.0
     assert one["requests"] >= one["records"]  # one produce request per record (plus metadata requests)

@@ -314,18 +314,21 @@ def lbload(
 def measured(view: BrokerView | None, run: Callable[[Callable[[], None]], Sample]) -> dict[str, Any]:
     """``run(mark)`` with the broker's CPU seconds read before and after (None for a broker not on this
     host); ``mark()`` moves the start to now, so a generator's connecting phase can be left out."""
-    start = [view.cpu() if view is not None else 0.0]
+    start = [view.cpu_times() if view is not None else (0.0, 0.0)]
 
     def mark() -> None:
         if view is not None:
-            start[0] = view.cpu()
+            start[0] = view.cpu_times()
 
     t0 = time.monotonic()
     sample = run(mark)
+    user = system = None
     if view is not None:
-        sample.cpu_s = view.cpu() - start[0]
+        end = view.cpu_times()
+        user, system = end[0] - start[0][0], end[1] - start[0][1]
+        sample.cpu_s = user + system
     out = sample.as_dict()
-    out["wall_s"] = time.monotonic() - t0
+    out.update(broker_cpu_user_s=user, broker_cpu_system_s=system, wall_s=time.monotonic() - t0)
     if view is not None:
         out["broker_rss_MB"] = view.rss() / MB
     return out

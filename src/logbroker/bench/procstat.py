@@ -69,14 +69,21 @@ def process_tree(roots: list[int]) -> list[int]:
     return sorted(out)
 
 
-def cpu_seconds(pids: list[int]) -> float:
-    """User+system CPU seconds of ``pids`` (all their threads; reaped children included)."""
-    total = 0
+def cpu_times(pids: list[int]) -> tuple[float, float]:
+    """(user, system) CPU seconds of ``pids`` (all their threads; reaped children included): system time
+    is where a broker's fsyncs and socket copies show."""
+    user = system = 0
     for pid in pids:
         with contextlib.suppress(OSError, IndexError, ValueError):
             f = _stat_fields(pid)
-            total += int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])  # utime stime cutime cstime
-    return total / TICK
+            user += int(f[11]) + int(f[13])  # utime + cutime
+            system += int(f[12]) + int(f[14])  # stime + cstime
+    return user / TICK, system / TICK
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User+system CPU seconds of ``pids``."""
+    return sum(cpu_times(pids))
 
 
 def rss_bytes(pids: list[int]) -> int:
@@ -112,6 +119,9 @@ class BrokerView:
 
     def cpu(self) -> float:
         return cpu_seconds(self.pids)
+
+    def cpu_times(self) -> tuple[float, float]:
+        return cpu_times(self.pids)
 
     def rss(self) -> int:
         return rss_bytes(self.pids)
