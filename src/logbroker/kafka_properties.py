@@ -119,6 +119,7 @@ KAFKA_NAMES: Mapping[str, tuple[str, Callable[[str], Any]]] = {
     "max.connections.per.ip": ("max_connections_per_ip", _int),
     "max.connections.per.ip.overrides": ("max_connections_per_ip_overrides", _string),
     "fetch.max.bytes": ("fetch_max_bytes", _int),
+    "max.incremental.fetch.session.cache.slots": ("max_incremental_fetch_session_cache_slots", _int),
     "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", _int),
     "group.min.session.timeout.ms": ("group_min_session_timeout_ms", _int),
     "group.max.session.timeout.ms": ("group_max_session_timeout_ms", _int),

@@ -1,6 +1,9 @@
 """Fetch (1): whole stored batches from each partition, honouring max_bytes and partition_max_bytes,
-with a long poll on max_wait_ms/min_bytes. Fetch sessions are not kept (session id 0: clients then
-send full fetch requests, which KIP-227 allows).
+with a long poll on max_wait_ms/min_bytes (over every partition read, a session's included).
+
+Fetch sessions (KIP-227, v7+) are `..fetch_sessions`' concern: it decides before reading which partitions a
+request means (the request's own, or its session's), and after reading which of them the answer lists and
+under what session id. This handler only reads partitions and waits.
 
 read_committed (isolation level 1) reads stop at the last stable offset, and the answer lists the aborted
 transactions overlapping what it returns: the consumer drops those producers' records up to each abort
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from logbroker.protocol import ApiKey, Request, api
@@ -37,14 +41,18 @@ AT = PD.AbortedTransaction
 async def handle(ctx: BrokerContext, req: Request) -> R:
     body = req.body
     deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000
-    denied = None if ctx.authorizer is None else _denied(ctx, req)
+    session = ctx.fetch_sessions.context(req.version, body, privileged=body.replica_id >= 0)
+    if session.error:
+        return R(throttle_time_ms=0, error_code=session.error, session_id=0, responses=[])
+    denied = None if ctx.authorizer is None else _denied(ctx, req, session.topics)
     while True:
         lent: list[bytearray] = []
         sent: list[tuple[str, int]] = []  # (topic, bytes) and error codes of this round, for the metrics
         errors: list[int] = []
-        resp, total, keys = _collect(ctx, body, req.version, lent, denied, sent, errors)
+        resp, total, keys = _collect(ctx, body, req.version, lent, denied, sent, errors, session.topics)
         remaining = deadline - time.monotonic()
         if total >= max(body.min_bytes, 1) or remaining <= 0 or not keys or ctx.stopping:
+            resp.error_code, resp.session_id, resp.responses = session.answer(resp.responses)
             req.response_size_hint = total + 64 * len(keys)  # one response buffer, never regrown
             req.lent.extend((ctx.read_buffers, buf) for buf in lent)  # back to the pool once encoded
             ctx.metrics.fetched(sent)
@@ -59,11 +67,11 @@ async def handle(ctx: BrokerContext, req: Request) -> R:
         ctx.metrics.waited(time.monotonic() - waited)  # the long poll: Kafka's RemoteTimeMs
 
 
-def _denied(ctx: BrokerContext, req: Request) -> frozenset[str] | bool:
+def _denied(ctx: BrokerContext, req: Request, topics: Iterable[Any]) -> frozenset[str] | bool:
     """The topics this fetch may not read, or True when it may read none (Kafka's handleFetchRequest)."""
     if req.body.replica_id >= 0:
         return not ctx.authorize(req, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
-    names = {t.topic for t in req.body.topics}
+    names = {t.topic for t in topics}
     return frozenset(names - ctx.authorize_names(req, AclOperation.READ, ResourceType.TOPIC, names))
 
 
@@ -75,6 +83,7 @@ def _collect(
     denied: frozenset[str] | bool | None = None,
     sent: list[tuple[str, int]] | None = None,
     errors: list[int] | None = None,
+    fetching: Iterable[Any] | None = None,
 ) -> tuple[R, int, list[tuple[str, int]]]:
     sent = [] if sent is None else sent
     errors = [] if errors is None else errors
@@ -84,7 +93,7 @@ def _collect(
     keys: list[tuple[str, int]] = []
     topics = []
     committed = version >= 4 and body.isolation_level == 1
-    for t in body.topics:
+    for t in body.topics if fetching is None else fetching:  # a session's partitions, or the request's
         if denied and (denied is True or t.topic in denied):
             errors.extend([E.TOPIC_AUTHORIZATION_FAILED] * len(t.partitions))
             topics.append(
