@@ -48,8 +48,10 @@ def fetch(
     version: int = 12,
     replica_id: int = -1,
     max_wait_ms: int = 0,
+    answer: bool = True,
 ) -> Any:
-    """One Fetch: `parts` maps (topic, partition) to its fetch offset, `forget` topics to partitions."""
+    """One Fetch: `parts` maps (topic, partition) to its fetch offset, `forget` topics to partitions
+    (`answer=False`: sent only, `w.recv` reads the answer)."""
     topics: dict[str, list[Any]] = {}
     for (t, p), offset in (parts or {}).items():
         topics.setdefault(t, []).append(
@@ -62,7 +64,7 @@ def fetch(
         forgotten_topics_data=[F.ForgottenTopic(topic=t, partitions=ps) for t, ps in (forget or {}).items()],
         rack_id="",
     )  # fmt: skip
-    return w.call(ApiKey.Fetch, version, req)
+    return w.call(ApiKey.Fetch, version, req) if answer else w.send(ApiKey.Fetch, version, req)
 
 
 def listed(resp: Any) -> dict[Key, tuple[int, int, bool]]:
@@ -218,6 +220,24 @@ def test_the_long_poll_watches_every_session_partition(bootstrap: str) -> None:
         assert listed(resp) == {keys[3]: (0, 1, True)}
 
 
+def test_a_session_used_during_a_long_poll_fails_the_poll_with_its_epoch_error(bootstrap: str) -> None:
+    """The epoch is checked twice: when the request arrives and when its answer is made. A request that
+    took the next epoch while an earlier one waited makes the earlier answer INVALID_FETCH_SESSION_EPOCH,
+    which (unlike the arrival check's) carries the session id."""
+    topic = create_topic(bootstrap, unique("fs"))
+    key = (topic, 0)
+    with Wire(bootstrap, timeout=60) as a, Wire(bootstrap) as b:
+        sid, _ = new_session(a, {key: 0})
+        fetch(a, sid, 1, max_wait_ms=30_000, answer=False)
+        while (resp := fetch(b, sid, 2)).error_code == E.INVALID_FETCH_SESSION_EPOCH:
+            pass  # until the long poll took epoch 1
+        assert (resp.error_code, listed(resp)) == (0, {})
+        produce(bootstrap, topic, 0)
+        resp = a.recv(ApiKey.Fetch, 12)
+        assert (resp.error_code, resp.session_id, listed(resp)) == (E.INVALID_FETCH_SESSION_EPOCH, sid, {})
+        assert listed(fetch(b, sid, 3)) == {key: (0, 1, True)}
+
+
 # ------------------------------------------------------------------------------------------ the cache
 
 
@@ -356,3 +376,59 @@ def incremental(url: str) -> None:
     while scrape(url)["logbroker_incremental_fetches_total"] < 1:
         assert time.monotonic() < deadline, "the consumer never fetched incrementally"
         time.sleep(0.1)
+
+
+# ------------------------------------------------------------------------------------------ eviction over time
+
+
+class Clock:
+    """The cache's clock in ms, moved by the test: Kafka's 120 s eviction age without waiting for it."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _parts(n: int) -> dict[Key, Any]:
+    from logbroker.broker.fetch_sessions import CachedPartition
+
+    req = F.FetchTopic.FetchPartition(partition=0, current_leader_epoch=-1, fetch_offset=0, partition_max_bytes=1)
+    return {("t", i): CachedPartition(i, req) for i in range(n)}
+
+
+def test_eviction_by_idle_time_and_by_size_once_sessions_are_old() -> None:
+    """Kafka's rules (FetchSessionCacheShard.tryEvict), one shard of 1 slot (slots=8) under a moved clock."""
+    from logbroker.broker.fetch_sessions import SHARDS, FetchSessionCache
+
+    clock = Clock()
+    cache = FetchSessionCache(SHARDS, clock=clock)
+
+    def fill(size: int, privileged: bool = False) -> list[int]:
+        return [cache.create(privileged, _parts(size)) for _ in range(SHARDS)]
+
+    small = fill(2)
+    assert 0 not in small and fill(5) == [0] * SHARDS  # young sessions: no eviction, even by bigger ones
+    clock.now = 121_000  # idle for over 120 s: the least recently used goes, for any newcomer
+    assert 0 not in fill(1) and cache.evictions == SHARDS and len(cache) == SHARDS
+    clock.now = 242_000
+    for s in list(cache.sessions()):
+        cache.touch(s)  # used now, and old: evictable by size from now on
+    assert fill(1) == [0] * SHARDS  # not bigger than the 1-partition sessions: each keeps its slot (ties win)
+    assert cache.evictions == SHARDS
+    assert 0 not in fill(2)  # bigger: each evicts one
+    assert cache.evictions == 2 * SHARDS and cache.partitions == 2 * SHARDS
+    # Followers' sessions take consumers' places at once; a consumer's newcomer cannot evict a young
+    # follower's session, only one idle for 120 s.
+    followers = fill(1, privileged=True)
+    assert 0 not in followers
+    assert fill(9) == [0] * SHARDS
+    clock.now = 363_000
+    assert 0 not in fill(9)
+
+
+def test_epochs_wrap_past_the_largest_int32_to_1() -> None:
+    from logbroker.broker.fetch_sessions import next_epoch
+
+    assert [next_epoch(e) for e in (-1, 0, 1, 0x7FFFFFFF)] == [-1, 1, 2, 1]

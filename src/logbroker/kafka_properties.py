@@ -202,7 +202,7 @@ _IGNORED_NAMES = {
     "queued.max.request.bytes", "request.timeout.ms", "fetch.purgatory.purge.interval.requests",
     "producer.purgatory.purge.interval.requests", "delete.records.purgatory.purge.interval.requests",
     "share.fetch.purgatory.purge.interval.requests", "log.preallocate", "log.segment.delete.delay.ms",
-    "max.incremental.fetch.session.cache.slots", "max.request.partition.size.limit",
+    "max.request.partition.size.limit",
     "max.decompressed.message.bytes", "max.connection.creation.rate", "offset.metadata.max.bytes",
     "offsets.commit.timeout.ms", "offsets.load.buffer.size", "compression.gzip.level", "compression.lz4.level",
     "compression.zstd.level",

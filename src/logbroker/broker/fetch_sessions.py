@@ -126,6 +126,10 @@ class FetchSessionCache:
     def __len__(self) -> int:  # Kafka's NumIncrementalFetchSessions
         return sum(len(s.sessions) for s in self._shards)
 
+    def sessions(self) -> Iterator[FetchSession]:
+        for shard in self._shards:
+            yield from shard.sessions.values()
+
     def get(self, session_id: int) -> FetchSession | None:
         # Java's int division truncates; a negative id falls in shard 0 (Kafka would fail past -8 ranges).
         shard = min(abs(session_id) // _ID_RANGE, SHARDS - 1)

@@ -42,7 +42,8 @@ async def handle(ctx: BrokerContext, req: Request) -> R:
     body = req.body
     deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000
     session = ctx.fetch_sessions.context(req.version, body, privileged=body.replica_id >= 0)
-    if session.error:
+    if session.error:  # FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH: answered at once
+        ctx.metrics.errors(ApiKey.Fetch, [session.error])
         return R(throttle_time_ms=0, error_code=session.error, session_id=0, responses=[])
     denied = None if ctx.authorizer is None else _denied(ctx, req, session.topics)
     while True:
