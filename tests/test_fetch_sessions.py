@@ -432,3 +432,23 @@ def test_epochs_wrap_past_the_largest_int32_to_1() -> None:
     from logbroker.broker.fetch_sessions import next_epoch
 
     assert [next_epoch(e) for e in (-1, 0, 1, 0x7FFFFFFF)] == [-1, 1, 2, 1]
+
+
+def test_a_moved_log_start_is_news_for_a_caught_up_partition(bootstrap: str) -> None:
+    """A partition at the log end, with nothing new to read, is still listed when DeleteRecords moves its
+    log start offset (Kafka's answer carries it; logbroker must not skip the partition as idle)."""
+    topic = create_topic(bootstrap, unique("fs"), partitions=2)
+    key = (topic, 0)
+    produce(bootstrap, topic, 0, 3)
+    with Wire(bootstrap) as w:
+        sid, _ = new_session(w, {key: 3, (topic, 1): 0})
+        assert listed(fetch(w, sid, 1)) == {}
+        D = api(ApiKey.DeleteRecords).request
+        resp = w.call(ApiKey.DeleteRecords, 2, D(timeout_ms=10_000, topics=[
+            D.DeleteRecordsTopic(name=topic, partitions=[D.DeleteRecordsTopic.DeleteRecordsPartition(
+                partition_index=0, offset=2)])]))  # fmt: skip
+        assert resp.topics[0].partitions[0].error_code == 0
+        got = fetch(w, sid, 2)
+        assert listed(got) == {key: (0, 3, False)}
+        assert got.responses[0].partitions[0].log_start_offset == 2
+        assert listed(fetch(w, sid, 3)) == {}

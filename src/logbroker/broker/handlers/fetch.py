@@ -50,9 +50,11 @@ async def handle(ctx: BrokerContext, req: Request) -> R:
         lent: list[bytearray] = []
         sent: list[tuple[str, int]] = []  # (topic, bytes) and error codes of this round, for the metrics
         errors: list[int] = []
-        resp, total, keys = _collect(ctx, body, req.version, lent, denied, sent, errors, session.topics)
+        reading = session.reading(ctx.get_log, denied)
+        resp, total, keys = _collect(ctx, body, req.version, lent, denied, sent, errors, reading)
+        watched = keys + session.quiet if session.quiet else keys  # the long poll watches a whole session
         remaining = deadline - time.monotonic()
-        if total >= max(body.min_bytes, 1) or remaining <= 0 or not keys or ctx.stopping:
+        if total >= max(body.min_bytes, 1) or remaining <= 0 or not watched or ctx.stopping:
             resp.error_code, resp.session_id, resp.responses = session.answer(resp.responses)
             req.response_size_hint = total + 64 * len(keys)  # one response buffer, never regrown
             req.lent.extend((ctx.read_buffers, buf) for buf in lent)  # back to the pool once encoded
@@ -64,7 +66,7 @@ async def handle(ctx: BrokerContext, req: Request) -> R:
         for buf in lent:  # this round's answer is dropped: its read buffers are free again
             ctx.read_buffers.give(buf)
         waited = time.monotonic()
-        await ctx.wait_for_data(keys, remaining)
+        await ctx.wait_for_data(watched, remaining)
         ctx.metrics.waited(time.monotonic() - waited)  # the long poll: Kafka's RemoteTimeMs
 
 
