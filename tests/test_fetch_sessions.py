@@ -452,3 +452,19 @@ def test_a_moved_log_start_is_news_for_a_caught_up_partition(bootstrap: str) -> 
         assert listed(got) == {key: (0, 3, False)}
         assert got.responses[0].partitions[0].log_start_offset == 2
         assert listed(fetch(w, sid, 3)) == {}
+
+
+def test_sessions_hold_at_most_1000_partitions_per_slot(tmp_path: Any) -> None:
+    """A bound of logbroker's own (Kafka bounds only the sessions): 8 slots, 8,000 cached partitions. Beyond
+    it no session is created, and a session grown past it is closed, its fetch answered in full."""
+    proc = BrokerProcess(tmp_path / "data", env={"LOGBROKER_MAX_INCREMENTAL_FETCH_SESSION_CACHE_SLOTS": "8"})
+    with proc, Wire(proc.bootstrap, timeout=60) as w:
+        ghost = unique("ghost")  # no such topic: every partition answers UNKNOWN_TOPIC_OR_PARTITION
+        assert fetch(w, 0, 0, {(ghost, i): 0 for i in range(8001)}).session_id == 0
+        sid, _ = new_session(w, {(ghost, i): 0 for i in range(5000)})
+        resp = fetch(w, sid, 1, {(ghost, i): 0 for i in range(5000, 8000)})
+        assert (resp.error_code, resp.session_id, len(listed(resp))) == (0, sid, 8000)
+        resp = fetch(w, sid, 2, {(ghost, 8000): 0})
+        assert (resp.error_code, resp.session_id, len(listed(resp))) == (0, 0, 8001)
+        assert fetch(w, sid, 3).error_code == E.FETCH_SESSION_ID_NOT_FOUND
+        assert new_session(w, {(ghost, 0): 0})[0] != 0  # the room is free again

@@ -21,7 +21,8 @@ over 120 s; otherwise the "cheapest" evictable session (followers' sessions rank
 more partitions above fewer), and only by a new session that ranks at least as high. A session becomes
 evictable by everyone only once it is 120 s old (at its last use), a consumer's is evictable by a follower's
 at once. So a hostile client opening thousands of sessions fills the slots and then gets session id 0,
-without displacing busy sessions younger than two minutes, and memory stays bounded by the slots.
+without displacing busy sessions younger than two minutes. Unlike Kafka, the partitions of all sessions
+together are bounded too (1,000 per slot): a session that would pass the bound is not created, or is closed.
 
 Sessions live in memory only, as in Kafka: after a restart an incremental fetch gets
 FETCH_SESSION_ID_NOT_FOUND and the client starts over with a full fetch.
@@ -118,6 +119,10 @@ class FetchSessionCache:
         self._next_shard = 0
         self.eviction_ms = eviction_ms
         self._clock = clock or (lambda: time.monotonic() * 1000)
+        # Kafka bounds the sessions, not their partitions: one request can name millions (a 100 MB frame),
+        # and keep them for as long as its session lives. Here all sessions together hold at most this many,
+        # 1,000 per slot (a consumer of 1,000 partitions in every slot; about 240 MB at the default).
+        self.partition_limit = max(slots, 1) * 1000
         self.partitions = 0  # Kafka's NumIncrementalFetchPartitionsCached
         self.evictions = 0  # Kafka's IncrementalFetchSessionEvictionsPerSec, as a counter
         self.incremental_fetches = 0  # incremental requests served (no Kafka metric; proves clients use sessions)
@@ -145,6 +150,8 @@ class FetchSessionCache:
         self._next_shard = (n + 1) % SHARDS
         shard = self._shards[n]
         now = self._clock()
+        if self.partitions + len(partitions) > self.partition_limit:
+            return INVALID_SESSION_ID
         if len(shard.sessions) >= shard.slots and not self._evict(shard, privileged, len(partitions), now):
             return INVALID_SESSION_ID
         session = FetchSession(self._new_id(n, shard), privileged, partitions, now, now, shard=n)
@@ -221,6 +228,11 @@ class FetchSessionCache:
         if not parts:
             self.remove(session)
             return FetchContext(self, body.topics, FINAL_EPOCH)
+        if self.partitions + len(parts) - max(session.cached_size, 0) > self.partition_limit:
+            # Grown past the cache's partition bound: closed, answered in full without a session (the
+            # client then asks for a new one, as after any session id 0).
+            self.remove(session)
+            return FetchContext(self, list(_runs(parts)), FINAL_EPOCH)
         self.touch(session)
         session.epoch = next_epoch(session.epoch)
         self.incremental_fetches += 1
