@@ -138,6 +138,21 @@ def test_session_errors(bootstrap: str) -> None:
         assert fetch(w, sid, 2).error_code == 0
 
 
+def test_session_ids_outside_kafkas_shards(bootstrap: str, request: pytest.FixtureRequest) -> None:
+    """Kafka finds a session's shard as id // (2^31-1)/8 and indexes its 8 shards with that unchecked: ids
+    from 2147483640 up, or from -268435455 down, fail with UNKNOWN_SERVER_ERROR (echoing the id). A Kafka
+    bug, not copied: logbroker answers FETCH_SESSION_ID_NOT_FOUND for every id it does not hold."""
+    topic = create_topic(bootstrap, unique("fs"))
+    on_kafka = request.node.callspec.params["bootstrap"] == "kafka"
+    with Wire(bootstrap) as w:
+        for sid in (2147483647, 2147483640, -268435455, -2147483648):
+            resp = fetch(w, sid, 1, {(topic, 0): 0})
+            want = (E.UNKNOWN_SERVER_ERROR, sid) if on_kafka else (E.FETCH_SESSION_ID_NOT_FOUND, 0)
+            assert (resp.error_code, resp.session_id) == want, sid
+        for sid in (2147483639, -268435454, -1):  # in range: not found on both
+            assert fetch(w, sid, 1, {(topic, 0): 0}).error_code == E.FETCH_SESSION_ID_NOT_FOUND, sid
+
+
 def test_final_closes_and_initial_replaces_a_session(bootstrap: str) -> None:
     topic = create_topic(bootstrap, unique("fs"))
     key = (topic, 0)

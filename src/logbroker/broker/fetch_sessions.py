@@ -136,7 +136,8 @@ class FetchSessionCache:
             yield from shard.sessions.values()
 
     def get(self, session_id: int) -> FetchSession | None:
-        # Java's int division truncates; a negative id falls in shard 0 (Kafka would fail past -8 ranges).
+        # Kafka's shard is id // range, which is past its 8 shards for ids >= 2147483640 or <= -268435455: it
+        # answers those UNKNOWN_SERVER_ERROR (an IndexOutOfBounds). No session has such an id: not found here.
         shard = min(abs(session_id) // _ID_RANGE, SHARDS - 1)
         return self._shards[shard].sessions.get(session_id)
 
