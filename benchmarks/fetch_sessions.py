@@ -10,6 +10,10 @@ data) and lightly fed (one record appended to the next partition before every 10
 measured side by side, one broker at a time:
 
     flock /work/tmp/bench.lock python benchmarks/fetch_sessions.py --src old=/tmp/base/src --src new=src
+
+`--java SECONDS` adds a third workload: the real Java consumer (tests/java/ClientTool.java, assigned every
+partition, fetch.max.wait.ms=5) polling the idle topic for that long; CPU per Fetch divides by the broker's
+own count of Fetch requests (its /metrics).
 """
 
 from __future__ import annotations
@@ -100,15 +104,36 @@ class Client:
         return bytes(buf)
 
 
-def measure(src: str, partitions: int, fetches: int) -> dict[str, dict[str, float]]:
+def _fetch_requests(metrics_url: str) -> float:
+    from urllib.request import urlopen
+
+    with urlopen(metrics_url + "/metrics", timeout=15) as r:
+        lines = r.read().decode().splitlines()
+    return sum(float(ln.rsplit(" ", 1)[1]) for ln in lines
+               if ln.startswith("logbroker_requests_total{") and 'api="Fetch"' in ln)  # fmt: skip
+
+
+def java_consumer(pid: int, bootstrap: str, metrics_url: str, seconds: int) -> dict[str, float]:
+    from logbroker.testing.peers import JavaClientTool
+
+    tool = JavaClientTool()
+    f0, c0 = _fetch_requests(metrics_url), _cpu_seconds(pid)
+    tool.run("consume", "--bootstrap", bootstrap, "--topic", TOPIC, "--partition", "all", "--count", "-1",
+             "--timeout-ms", str(seconds * 1000), "--property", "fetch.max.wait.ms=5",
+             timeout=seconds + 120)  # fmt: skip
+    f1, c1 = _fetch_requests(metrics_url), _cpu_seconds(pid)
+    return {"broker_cpu_us_per_fetch": (c1 - c0) / (f1 - f0) * 1e6, "fetches": f1 - f0}
+
+
+def measure(src: str, partitions: int, fetches: int, java: int = 0) -> dict[str, dict[str, float]]:
     import confluent_kafka as ck
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    port = _free_port()
+    port, mport = _free_port(), _free_port()
     data = Path(tempfile.mkdtemp(prefix="lb-sessions-"))
     env = {**os.environ, "PYTHONPATH": str(Path(src).resolve())}
     cmd = [sys.executable, "-m", "logbroker", "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", str(data),
-           "--fsync", "never"]  # fmt: skip
+           "--fsync", "never", "--metrics-listen", f"127.0.0.1:{mport}"]  # fmt: skip
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     out: dict[str, dict[str, float]] = {}
     try:
@@ -145,6 +170,8 @@ def measure(src: str, partitions: int, fetches: int) -> dict[str, dict[str, floa
                 "session": float(client.sid != 0),
             }
             client.sock.close()
+        if java:
+            out["java"] = java_consumer(proc.pid, bootstrap, f"http://127.0.0.1:{mport}", java)
     finally:
         proc.terminate()
         try:
@@ -160,11 +187,12 @@ def main() -> int:
     ap.add_argument("--src", action="append", required=True, help="NAME=PATH of a source tree (repeatable)")
     ap.add_argument("--partitions", type=int, default=1000)
     ap.add_argument("--fetches", type=int, default=1000)
+    ap.add_argument("--java", type=int, default=0, metavar="SECONDS", help="also a Java consumer for this long")
     args = ap.parse_args()
     trees = dict(s.split("=", 1) for s in args.src)
     results: dict[str, Any] = {}
     for name, src in trees.items():
-        results[name] = measure(src, args.partitions, args.fetches)
+        results[name] = measure(src, args.partitions, args.fetches, args.java)
         for workload, r in results[name].items():
             print(f"{name} {workload}: {json.dumps({k: round(v, 1) for k, v in r.items()})}", flush=True)
     return 0
