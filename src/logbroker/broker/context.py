@@ -20,7 +20,7 @@ from types import MappingProxyType
 
 from logbroker.config import BrokerSettings
 from logbroker.protocol import ApiSpec, ErrorCode, Request
-from logbroker.protocol.buffers import BufferPool
+from logbroker.protocol.buffers import BufferPool, anonymous
 from logbroker.storage import LogConfig, LogManager, PartitionLog
 from logbroker.storage.manager import TopicError, TopicMeta, validate_topic_name
 
@@ -100,6 +100,8 @@ class BrokerContext:
         self.append_order = asyncio.Lock()
         self.read_buffers = BufferPool()  # fetch reads land here, reused across requests
         self.frame_buffers = BufferPool()  # large response frames (the server's connections use it)
+        # Large request frames (Produce batches) are received into these: warm memory, not fresh pages.
+        self.request_buffers = BufferPool(max_bytes=64 << 20, allocate=anonymous)
 
     @property
     def host(self) -> str:
