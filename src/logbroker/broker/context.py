@@ -20,7 +20,7 @@ from types import MappingProxyType
 
 from logbroker.config import BrokerSettings
 from logbroker.protocol import ApiSpec, ErrorCode, Request
-from logbroker.protocol.buffers import BufferPool
+from logbroker.protocol.buffers import BufferPool, anonymous
 from logbroker.storage import LogConfig, LogManager, PartitionLog
 from logbroker.storage.manager import TopicError, TopicMeta, validate_topic_name
 
@@ -103,6 +103,8 @@ class BrokerContext:
         # Incremental fetch sessions (KIP-227): broker-wide, in memory only, as Kafka keeps them.
         self.fetch_sessions = FetchSessionCache(settings.max_incremental_fetch_session_cache_slots)
         self.frame_buffers = BufferPool()  # large response frames (the server's connections use it)
+        # Large request frames (Produce batches) are received into these: warm memory, not fresh pages.
+        self.request_buffers = BufferPool(max_bytes=64 << 20, allocate=anonymous)
 
     @property
     def host(self) -> str:

@@ -24,6 +24,7 @@ from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
 from logbroker.protocol.records import last_offset_of
 from logbroker.storage.log import OffsetOutOfRange
+from logbroker.storage.segment import FileRange
 
 from ..auth.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..context import BrokerContext
@@ -35,6 +36,9 @@ R = API.response
 TR = R.FetchableTopicResponse
 PD = TR.PartitionData
 AT = PD.AbortedTransaction
+# A partition's answer of at least this many bytes is sent from its file (sendfile) rather than copied:
+# below it a copy costs less than the extra system calls (docs/design.md, "The produce and fetch paths").
+ZERO_COPY_MIN = 64 * 1024
 
 
 @handles(ApiKey.Fetch, 0, 12, rejected_below=4, exclusive=True)
@@ -48,16 +52,18 @@ async def handle(ctx: BrokerContext, req: Request) -> R:
     denied = None if ctx.authorizer is None else _denied(ctx, req, session.topics)
     while True:
         lent: list[bytearray] = []
+        ranges: list[FileRange] = []
         sent: list[tuple[str, int]] = []  # (topic, bytes) and error codes of this round, for the metrics
         errors: list[int] = []
         reading = session.reading(ctx.get_log, denied)
-        resp, total, keys = _collect(ctx, body, req.version, lent, denied, sent, errors, reading)
+        resp, total, keys = _collect(ctx, body, req.version, lent, denied, sent, errors, reading, ranges)
         watched = keys + session.quiet if session.quiet else keys  # the long poll watches a whole session
         remaining = deadline - time.monotonic()
         if total >= max(body.min_bytes, 1) or remaining <= 0 or not watched or ctx.stopping:
             resp.error_code, resp.session_id, resp.responses = session.answer(resp.responses)
             req.response_size_hint = total + 64 * len(keys)  # one response buffer, never regrown
             req.lent.extend((ctx.read_buffers, buf) for buf in lent)  # back to the pool once encoded
+            req.spliced = bool(ranges)  # sent from the files, then closed, by the connection
             ctx.metrics.fetched(sent)
             if errors:
                 ctx.metrics.errors(ApiKey.Fetch, errors)
@@ -65,6 +71,8 @@ async def handle(ctx: BrokerContext, req: Request) -> R:
         del resp
         for buf in lent:  # this round's answer is dropped: its read buffers are free again
             ctx.read_buffers.give(buf)
+        for rng in ranges:
+            rng.close()
         waited = time.monotonic()
         await ctx.wait_for_data(watched, remaining)
         ctx.metrics.waited(time.monotonic() - waited)  # the long poll: Kafka's RemoteTimeMs
@@ -87,7 +95,10 @@ def _collect(
     sent: list[tuple[str, int]] | None = None,
     errors: list[int] | None = None,
     fetching: Iterable[Any] | None = None,
+    ranges: list[FileRange] | None = None,
 ) -> tuple[R, int, list[tuple[str, int]]]:
+    """The answer of one round; with `ranges`, large reads are file ranges (appended there) for the
+    connection to send with sendfile."""
     sent = [] if sent is None else sent
     errors = [] if errors is None else errors
     # Kafka caps every answer at the broker's fetch.max.bytes (still returning a first batch whole).
@@ -120,13 +131,16 @@ def _collect(
                 errors.append(E.UNKNOWN_LEADER_EPOCH)
                 parts.append(_pd(p.partition, E.UNKNOWN_LEADER_EPOCH, hwm, plog.log_start_offset, lso))
                 continue
-            data: bytes | memoryview = b""
+            data: bytes | memoryview | FileRange = b""
             try:
                 room = min(p.partition_max_bytes, limit - total)
                 if room > 0 or total == 0:
                     data = plog.read(p.fetch_offset, max(room, 1), first_whole=total == 0, pool=ctx.read_buffers,
-                                     max_offset=lso if committed else None)  # fmt: skip
-                    if isinstance(data.obj, bytearray):
+                                     max_offset=lso if committed else None,
+                                     zero_copy_min=ZERO_COPY_MIN if ranges is not None else 0)  # fmt: skip
+                    if isinstance(data, FileRange):
+                        ranges.append(data)  # type: ignore[union-attr]
+                    elif isinstance(data.obj, bytearray):
                         lent.append(data.obj)
             except OffsetOutOfRange as exc:
                 log.info("fetch from %s-%d: OFFSET_OUT_OF_RANGE: %s", t.topic, p.partition, exc)
@@ -137,7 +151,7 @@ def _collect(
             if committed:
                 aborted = []
                 if len(data) and plog.aborts_from(p.fetch_offset):
-                    upper = last_offset_of(data) + 1
+                    upper = data.end_offset if isinstance(data, FileRange) else last_offset_of(data) + 1
                     aborted = [AT(producer_id=a.producer_id, first_offset=a.first_offset)
                                for a in plog.aborted_transactions(p.fetch_offset, upper)]  # fmt: skip
             total += len(data)
@@ -155,7 +169,7 @@ def _pd(
     hwm: int = -1,
     start: int = -1,
     lso: int = -1,
-    records: bytes | memoryview = b"",
+    records: bytes | memoryview | FileRange = b"",
     aborted: list[Any] | None = None,
 ) -> PD:
     return PD(
