@@ -85,7 +85,7 @@ def test_spliced_frame_equals_the_codecs_frame(case: dict[str, Any], tmp_path: P
                     if external and p["external"] and records is not None:
                         pos = os.lseek(fd, 0, os.SEEK_END)
                         os.write(fd, records)
-                        records = FileRange(os.dup(fd), pos, len(records), 0)
+                        records = FileRange(None, fd, pos, len(records), 0)
                     pds.append(_pd(p, records))
                 topics.append(TR(topic=name, partitions=pds))
             return R(throttle_time_ms=case["throttle"], error_code=case["error"], session_id=case["session"],
@@ -243,6 +243,35 @@ def test_no_descriptor_outlives_its_answer(tmp_path: Path) -> None:
         eventually(lambda: _open_fds(proc.proc.pid) <= before, timeout=20)
         assert "Traceback" not in proc.log_tail()
     finally:
+        proc.kill()
+
+
+def test_answers_in_flight_share_their_segments_descriptor(tmp_path: Path) -> None:
+    """Forty clients that never read a large answer: each costs the broker its socket, not a descriptor
+    of the stored file more (answers from one segment pin its one descriptor)."""
+    proc = BrokerProcess(tmp_path / "data")
+    proc.start()
+    stalled: list[Connection] = []
+    try:
+        topic = "zc-share"
+        create_topic(proc.bootstrap, topic)
+        _produce(proc.bootstrap, topic, _values(12, "g"))
+        with Connection(LOOPBACK, proc.port) as c:
+            c.do(fetch_request(topic, 0, 0, max_wait_ms=0, max_bytes=8 << 20))
+        before = _open_fds(proc.proc.pid)
+        for _ in range(40):
+            c = Connection(LOOPBACK, proc.port)
+            c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+            c.send(fetch_request(topic, 0, 0, max_wait_ms=0, max_bytes=8 << 20))
+            stalled.append(c)
+        time.sleep(1)
+        assert _open_fds(proc.proc.pid) <= before + 40 + 2
+        with Connection(LOOPBACK, proc.port) as c:  # others are served meanwhile
+            resp = c.do(fetch_request(topic, 0, 0, max_wait_ms=0, max_bytes=8 << 20))
+            assert len(decode_records(resp.responses[0].partitions[0].records)) == 12
+    finally:
+        for c in stalled:
+            c.close()
         proc.kill()
 
 

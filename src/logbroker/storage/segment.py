@@ -34,18 +34,23 @@ _RANGE_WALK = 64
 class FileRange:
     """Whole stored batches a connection sends straight from the file (`sendfile`), never read by us.
 
-    It holds a descriptor of its own (a `dup`): the file cache may close the segment's at any moment and
-    retention or compaction may delete the file, but a duplicate keeps the very bytes readable until the
-    range is sent and closed. `end_offset` is the first offset after the range (read_committed answers
+    It pins the segment's descriptor (`FileHandle.pin`): the file cache may not close it and retention
+    or compaction, deleting the file meanwhile, leave it open until the range is closed, so the bytes
+    stay readable until sent. `end_offset` is the first offset after the range (read_committed answers
     list the aborted transactions below it)."""
 
-    __slots__ = ("end_offset", "fd", "length", "position")
+    __slots__ = ("_handle", "end_offset", "fd", "length", "position")
 
-    def __init__(self, fd: int, position: int, length: int, end_offset: int) -> None:
+    def __init__(self, handle: FileHandle | None, fd: int, position: int, length: int, end_offset: int) -> None:
+        self._handle = handle
         self.fd = fd
         self.position = position
         self.length = length
         self.end_offset = end_offset
+
+    @classmethod
+    def pinned(cls, handle: FileHandle, position: int, length: int, end_offset: int) -> FileRange:
+        return cls(handle, handle.pin(), position, length, end_offset)
 
     def __len__(self) -> int:
         return self.length
@@ -60,11 +65,12 @@ class FileRange:
             done += n
 
     def close(self) -> None:
-        fd, self.fd = self.fd, -1
-        if fd >= 0:
-            os.close(fd)
+        handle, self._handle = self._handle, None
+        self.fd = -1
+        if handle is not None:
+            handle.unpin()
 
-    def __del__(self) -> None:  # a range dropped unsent (a failed encode) must not leak its descriptor
+    def __del__(self) -> None:  # a range dropped unsent (a failed encode) must not keep its file open
         self.close()
 
 
@@ -421,7 +427,7 @@ class Segment:
                     break
                 base, length = _OFFSET_AND_LENGTH.unpack(os.pread(fd, LOG_OVERHEAD, end))
                 if end + length + LOG_OVERHEAD > cap:
-                    return FileRange(os.dup(fd), position, end - position, base)
+                    return FileRange.pinned(self._log, position, end - position, base)
                 end += length + LOG_OVERHEAD
         if end >= end_of_data:
             end_offset = limit_offset if limit is not None and limit <= self.size else self.next_offset
@@ -429,7 +435,7 @@ class Segment:
             end_offset = first.next_offset
         else:
             end_offset = _OFFSET_AND_LENGTH.unpack(os.pread(self.fd, LOG_OVERHEAD, end))[0]
-        return FileRange(os.dup(self.fd), position, end - position, end_offset)
+        return FileRange.pinned(self._log, position, end - position, end_offset)
 
     def batch_at(self, offset: int) -> bytes:
         """The whole stored batch that holds `offset` (empty when there is none)."""

@@ -36,9 +36,6 @@ R = API.response
 TR = R.FetchableTopicResponse
 PD = TR.PartitionData
 AT = PD.AbortedTransaction
-# A partition's answer of at least this many bytes is sent from its file (sendfile) rather than copied:
-# below it a copy costs less than the extra system calls (docs/design.md, "The produce and fetch paths").
-ZERO_COPY_MIN = 64 * 1024
 
 
 @handles(ApiKey.Fetch, 0, 12, rejected_below=4, exclusive=True)
@@ -107,6 +104,7 @@ def _collect(
     keys: list[tuple[str, int]] = []
     topics = []
     committed = version >= 4 and body.isolation_level == 1
+    zero_copy = ctx.settings.fetch_zero_copy_bytes  # see docs/design.md, "The produce and fetch paths"
     for t in body.topics if fetching is None else fetching:  # a session's partitions, or the request's
         if denied and (denied is True or t.topic in denied):
             errors.extend([E.TOPIC_AUTHORIZATION_FAILED] * len(t.partitions))
@@ -137,7 +135,7 @@ def _collect(
                 if room > 0 or total == 0:
                     data = plog.read(p.fetch_offset, max(room, 1), first_whole=total == 0, pool=ctx.read_buffers,
                                      max_offset=lso if committed else None,
-                                     zero_copy_min=ZERO_COPY_MIN if ranges is not None else 0)  # fmt: skip
+                                     zero_copy_min=zero_copy if ranges is not None else 0)  # fmt: skip
                     if isinstance(data, FileRange):
                         ranges.append(data)  # type: ignore[union-attr]
                     elif isinstance(data.obj, bytearray):
