@@ -198,11 +198,14 @@ def test_a_client_that_never_reads_its_answers_is_muted_not_buffered(target: Tar
 def test_all_connections_holding_answers_pause_at_the_broker_wide_bound(tmp_path: Any) -> None:
     """Several non-reading clients, each under its own bound: together they hit max_inflight_bytes and
     stop being read; a client that reads its answers goes on being served. (Kafka has no broker-wide
-    bound on answers: its channels take one request at a time. This is logbroker's own setting.)"""
-    proc = BrokerProcess(
-        tmp_path / "data",
-        env={"LOGBROKER_MAX_INFLIGHT_BYTES": str(8 * MiB), "LOGBROKER_CONNECTION_MAX_UNSENT_BYTES": str(256 * MiB)},
-    )
+    bound on answers: its channels take one request at a time. This is logbroker's own setting.) Answers
+    are copied here, as on a TLS listener: sent from the file (sendfile), a connection holds one at a time."""
+    env = {
+        "LOGBROKER_MAX_INFLIGHT_BYTES": str(8 * MiB),
+        "LOGBROKER_CONNECTION_MAX_UNSENT_BYTES": str(256 * MiB),
+        "LOGBROKER_FETCH_ZERO_COPY_BYTES": "0",
+    }
+    proc = BrokerProcess(tmp_path / "data", env=env)
     proc.start()
     try:
         target = Target("logbroker", proc.bootstrap, proc)

@@ -243,6 +243,18 @@ class BrokerSettings(BaseSettings):
         "responses of all connections hold more than this",
     )
     fetch_max_bytes: int = Field(55 << 20, ge=1024, description="largest Fetch response (Kafka's fetch.max.bytes)")
+    fetch_zero_copy_bytes: int = Field(
+        64 << 10,
+        ge=0,
+        description="a partition's fetch answer of at least this many bytes is sent from its file with sendfile "
+        "(no copy in user space; TLS listeners always copy); 0: never",
+    )
+    max_incremental_fetch_session_cache_slots: int = Field(
+        1000,
+        ge=0,
+        description="incremental fetch sessions kept at once, in 8 shards of slots // 8 "
+        "(Kafka's max.incremental.fetch.session.cache.slots)",
+    )
     log_max_open_files: int = Field(
         0, ge=0, description="descriptors segment files may hold open at once; 0: derived from the open-file limit"
     )

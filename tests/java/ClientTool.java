@@ -40,6 +40,7 @@ import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.Node;
+import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionReplica;
 import org.apache.kafka.common.header.Header;
@@ -70,7 +71,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * <pre>
  * produce  --bootstrap B --topic T [--compression none|gzip|snappy|lz4|zstd] [--acks all|1|0]
  *          [--idempotence true|false] [--linger-ms N] [--count N] [--generate N --value-size S]
- * consume  --bootstrap B --topic T [--partition P] [--from-offset earliest|latest|N]
+ * consume  --bootstrap B --topic T [--partition P|all] [--from-offset earliest|latest|N]
  *          [--count N (-1: until timeout)] [--timeout-ms M]
  * metadata --bootstrap B
  * create-topic --bootstrap B --topic T [--partitions N] [--replication-factor R] [--config k=v]
@@ -244,7 +245,7 @@ public final class ClientTool {
 
     private static int consume(Opts o) {
         String topic = o.required("topic");
-        TopicPartition tp = new TopicPartition(topic, Integer.parseInt(o.get("partition", "0")));
+        String which = o.get("partition", "0");
         long count = Long.parseLong(o.get("count", "-1"));
         long timeoutMs = Long.parseLong(o.get("timeout-ms", "10000"));
         String from = o.get("from-offset", "earliest");
@@ -259,11 +260,19 @@ public final class ClientTool {
         long seen = 0;
         PrintWriter out = stdout();
         try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
-            consumer.assign(Collections.singletonList(tp));
+            List<TopicPartition> tps = new ArrayList<>();
+            if (which.equals("all")) {
+                for (PartitionInfo pi : consumer.partitionsFor(topic, Duration.ofSeconds(30))) {
+                    tps.add(new TopicPartition(topic, pi.partition()));
+                }
+            } else {
+                tps.add(new TopicPartition(topic, Integer.parseInt(which)));
+            }
+            consumer.assign(tps);
             switch (from) {
-                case "earliest" -> consumer.seekToBeginning(List.of(tp));
-                case "latest" -> consumer.seekToEnd(List.of(tp));
-                default -> consumer.seek(tp, Long.parseLong(from));
+                case "earliest" -> consumer.seekToBeginning(tps);
+                case "latest" -> consumer.seekToEnd(tps);
+                default -> tps.forEach(tp -> consumer.seek(tp, Long.parseLong(from)));
             }
             long deadline = System.currentTimeMillis() + timeoutMs;
             while ((count < 0 || seen < count) && System.currentTimeMillis() < deadline) {

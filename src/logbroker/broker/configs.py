@@ -131,6 +131,8 @@ def _catalogue() -> dict[str, BrokerConfig]:
         BrokerConfig("max.connections.per.ip", T.INT, str((1 << 31) - 1), "max_connections_per_ip", True),
         BrokerConfig("max.connections.per.ip.overrides", T.STRING, "", "max_connections_per_ip_overrides"),
         BrokerConfig("fetch.max.bytes", T.INT, str(55 << 20), "fetch_max_bytes"),
+        BrokerConfig("max.incremental.fetch.session.cache.slots", T.INT, "1000",
+                     "max_incremental_fetch_session_cache_slots"),
         BrokerConfig("default.replication.factor", T.INT, "1"),
         BrokerConfig("offsets.topic.replication.factor", T.SHORT, "3"),
         BrokerConfig("group.initial.rebalance.delay.ms", T.INT, "3000", "group_initial_rebalance_delay_ms"),

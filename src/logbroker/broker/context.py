@@ -20,7 +20,7 @@ from types import MappingProxyType
 
 from logbroker.config import BrokerSettings
 from logbroker.protocol import ApiSpec, ErrorCode, Request
-from logbroker.protocol.buffers import BufferPool
+from logbroker.protocol.buffers import BufferPool, anonymous
 from logbroker.storage import LogConfig, LogManager, PartitionLog
 from logbroker.storage.manager import TopicError, TopicMeta, validate_topic_name
 
@@ -36,6 +36,7 @@ from .auth.acls import (
 )
 from .auth.users import UserStore
 from .configs import BrokerConfigs
+from .fetch_sessions import FetchSessionCache
 from .flusher import Flusher
 from .groups.coordinator import Coordinator, CoordinatorConfig
 from .groups.model import for_log
@@ -99,7 +100,11 @@ class BrokerContext:
         # pipelined produces must still append in arrival order (taken without waiting when free).
         self.append_order = asyncio.Lock()
         self.read_buffers = BufferPool()  # fetch reads land here, reused across requests
+        # Incremental fetch sessions (KIP-227): broker-wide, in memory only, as Kafka keeps them.
+        self.fetch_sessions = FetchSessionCache(settings.max_incremental_fetch_session_cache_slots)
         self.frame_buffers = BufferPool()  # large response frames (the server's connections use it)
+        # Large request frames (Produce batches) are received into these: warm memory, not fresh pages.
+        self.request_buffers = BufferPool(max_bytes=64 << 20, allocate=anonymous)
 
     @property
     def host(self) -> str:

@@ -443,6 +443,7 @@ class _BrokerCollector(Collector):
                 end.add_metric(key, leo)
                 start.add_metric(key, plog.log_start_offset)
                 segments.add_metric(key, len(plog.segments))
+        yield from _BrokerCollector._fetch_sessions(ctx)
         yield GaugeMetricFamily("logbroker_topics", "topics, internal ones included", topics)
         yield GaugeMetricFamily("logbroker_partitions", "partitions (Kafka's PartitionCount)", partitions)
         yield from (size, end, start, segments)
@@ -465,6 +466,31 @@ class _BrokerCollector(Collector):
         yield GaugeMetricFamily("logbroker_consumer_groups", "consumer groups, classic and KIP-848", len(groups))
         yield committed
         yield lag
+
+    @staticmethod
+    def _fetch_sessions(ctx: BrokerContext) -> Iterator[Metric]:
+        """Kafka's FetchSessionCache metrics, plus the incremental fetches served (that clients use them)."""
+        cache = ctx.fetch_sessions
+        yield GaugeMetricFamily(
+            "logbroker_incremental_fetch_sessions", "fetch sessions cached (Kafka's NumIncrementalFetchSessions)",
+            len(cache),
+        )  # fmt: skip
+        yield GaugeMetricFamily(
+            "logbroker_incremental_fetch_partitions_cached",
+            "partitions in all fetch sessions (Kafka's NumIncrementalFetchPartitionsCached)",
+            cache.partitions,
+        )
+        yield CounterMetricFamily(
+            "logbroker_incremental_fetch_session_evictions",
+            "sessions evicted for new ones (Kafka's IncrementalFetchSessionEvictionsPerSec)",
+            cache.evictions,
+        )
+        yield CounterMetricFamily(
+            "logbroker_incremental_fetch_sessions_created", "fetch sessions created", cache.created
+        )
+        yield CounterMetricFamily(
+            "logbroker_incremental_fetches", "Fetch requests served in a session, epoch > 0", cache.incremental_fetches
+        )
 
 
 class _QuietHandler(WSGIRequestHandler):

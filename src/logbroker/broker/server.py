@@ -20,6 +20,7 @@ from typing import Any
 from logbroker.config import BrokerSettings, Listener, parse_ip_overrides
 from logbroker.protocol import ApiKey, ProtocolError, RawFrame, Request, ServerConnection
 from logbroker.protocol.errors import FrameTooLarge
+from logbroker.protocol.fetch_response import SplicedFrame
 
 from .auth.authenticator import Outcome, SaslSession, load_plain_users, plain_checker
 from .auth.tls import ANONYMOUS, PrincipalMapper, certificate_principal, listener_context_factory
@@ -320,7 +321,9 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.broker = broker
         ctx = broker.context
         self.listener = listener or broker.listeners[0]
-        self.codec = ServerConnection(ctx.apis, broker.settings.socket_request_max_bytes, ctx.frame_buffers)
+        self.codec = ServerConnection(
+            ctx.apis, broker.settings.socket_request_max_bytes, ctx.frame_buffers, ctx.request_buffers
+        )
         self.principal = ANONYMOUS
         self.sasl: SaslSession | None = None
         self._auth_failed = False  # stop reading: the connection closes once its failure answer is sent
@@ -344,6 +347,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._stats = broker.metrics.listener(self.listener.spec.name)
         # Per request in progress: [its API's stats, received, handler started, answer ready, remote seconds].
         self._timing: dict[asyncio.Future[Any], list[Any]] = {}
+        self._splice: asyncio.Task[None] | None = None  # an answer going out from its files (sendfile)
 
     # ------------------------------------------------------------------ asyncio callbacks
 
@@ -406,6 +410,8 @@ class ClientConnection(asyncio.BufferedProtocol):
             fut.cancel()
         self.pending.clear()
         self._timing.clear()
+        if self._splice is not None:
+            self._splice.cancel()
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -441,6 +447,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             or self._auth_failed
             or self._exclusive
             or self._write_paused
+            or self._splice is not None
             or (self.broker.muted and self._held > 0)
             or len(self.pending) >= s.max_pipelined_requests
             or self._request_bytes >= s.socket_request_max_bytes
@@ -598,6 +605,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         # the connection's earlier ones (an exclusive Fetch, the pipelining or memory bounds) since then.
         self._timing[fut] = [stats, self.last_activity, started, 0.0, 0.0]
         if handler is None:  # registered in the codec but no handler: cannot happen for advertised APIs
+            self.codec.release(req)
             fut.set_exception(ProtocolError(f"no handler for API key {req.api_key}"))
             self._drain()
             return
@@ -607,6 +615,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             result = handler.fn(self.broker.context, req)
         except Exception as exc:
             self._end(req.size, exclusive)
+            self.codec.release(req)
             fut.set_exception(exc)
             self._drain()
             return
@@ -615,6 +624,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             task.add_done_callback(lambda t, f=fut, r=req, x=exclusive: self._complete(f, r, t, x))
         else:
             self._end(req.size, exclusive)
+            self.codec.release(req)
             self._finish(fut, req, result)
 
     def _begin(self, size: int, exclusive: bool) -> None:
@@ -635,6 +645,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self, fut: asyncio.Future[memoryview | None], req: Request, task: asyncio.Future[Any], exclusive: bool
     ) -> None:
         self._end(req.size, exclusive)
+        self.codec.release(req)  # the handler is done with the request's frame
         remote = self._metrics.take_remote(task)
         if fut.done():
             return
@@ -671,7 +682,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         """Send the answers that are due, in request order; `now`: the clock, if just read."""
         t = self.transport
         wrote = False
-        while self.pending and self.pending[0].done():
+        while self._splice is None and self.pending and self.pending[0].done():
             fut = self.pending.popleft()
             timing = self._timing.pop(fut, None) if self._timing else None
             if fut.cancelled():
@@ -697,7 +708,24 @@ class ClientConnection(asyncio.BufferedProtocol):
                 if t is not None and not t.is_closing():
                     t.close()
                 return
-            if frame is not None and t is not None and not self._closed:
+            if isinstance(frame, SplicedFrame):
+                if t is None or self._closed:
+                    frame.close()
+                elif self.listener.tls:  # TLS encrypts in user space: the records are read, not spliced
+                    try:
+                        data = frame.materialize()
+                    finally:
+                        frame.close()
+                    t.write(data)
+                    wrote = True
+                else:
+                    # Reading stays paused (as Kafka mutes a channel until its answer is out) and later answers
+                    # wait: the splice task drains again when done.
+                    self._splice = asyncio.ensure_future(self._send_spliced(frame))
+                    if timing is not None and timing[3]:
+                        timing[0].record(timing, now or time.monotonic())
+                    break
+            elif frame is not None and t is not None and not self._closed:
                 t.write(frame)  # sent at once when the socket takes it
                 if not t.get_write_buffer_size():
                     # All sent: the frame's buffer may be reused. Otherwise the transport keeps the rest
@@ -710,11 +738,38 @@ class ClientConnection(asyncio.BufferedProtocol):
             self._track_unsent()
         self.update_reading()
 
+    async def _send_spliced(self, frame: SplicedFrame) -> None:
+        """Send an answer whose records go from their files to the socket (`loop.sendfile`: no copy in
+        user space); its frame bytes go through the transport between them."""
+        t = self.transport
+        loop = asyncio.get_running_loop()
+        try:
+            for part in frame.parts:
+                if t is None or self._closed or t.is_closing():
+                    return
+                if isinstance(part, memoryview):
+                    t.write(part)
+                    continue
+                with open(part.fd, "rb", buffering=0, closefd=False) as f:
+                    sent = await loop.sendfile(t, f, part.position, part.length, fallback=False)
+                if sent != part.length:  # the file shrank under us: the frame cannot be completed
+                    raise OSError(f"sent {sent} of {part.length} stored bytes")
+        except (OSError, RuntimeError) as exc:
+            if not self._closed:
+                log.warning("closing connection from %s: a fetch answer could not be sent: %s", self.peer, exc)
+                self._fail()
+        finally:
+            frame.close()
+            self._splice = None
+            if not self._closed:
+                self._track_unsent()
+                self._drain()
+
     # ------------------------------------------------------------------ teardown
 
     @property
     def busy(self) -> bool:
-        return bool(self.pending)
+        return bool(self.pending) or self._splice is not None
 
     def stop_reading(self) -> None:
         self._stopped = True

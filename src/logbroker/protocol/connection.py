@@ -15,7 +15,9 @@ from typing import Any, Final
 
 from .apis import ApiSpec
 from .buffers import BufferPool
+from .buffers import anonymous as _anonymous
 from .errors import ErrorCode, FrameTooLarge, ProtocolError
+from .fetch_response import FETCH_KEY, SplicedFrame, encode_fetch_frame, materialize_externals
 from .messages import (
     API_VERSIONS_KEY,
     MAX_STRING_BYTES,
@@ -35,13 +37,6 @@ _STAGE_BYTES = 256 * 1024  # what one receive call can take in (asyncio reads up
 _BIG_FRAME_BYTES = 64 * 1024  # frames at least this large are received straight into their own buffer
 
 
-def _anonymous(size: int) -> mmap.mmap:
-    """Private anonymous memory: pages are committed only as bytes land in them, so an idle connection
-    costs a page or two rather than its whole staging buffer (10,000 zero-filled 256 KiB buffers were
-    2.5 GB), and a large frame only what has arrived of it."""
-    return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)
-
-
 @dataclass(slots=True)
 class Request:
     header: RequestHeader
@@ -58,6 +53,12 @@ class Request:
     client_address: str = ""
     listener: str = ""
     response_size_hint: int = 0  # bytes the handler expects its response to take (a fetch's records)
+    # The handler's answer holds external record ranges (stored bytes sent from their file, see
+    # `fetch_response`): it is encoded as a `SplicedFrame`.
+    spliced: bool = False
+    # The pooled buffer the request's frame was received into, given back (`ServerConnection.release`)
+    # once its handler has finished with the views into it.
+    pooled: Any = None
     # Buffers the response refers to (a fetch's records), given back to their pool once it is encoded.
     lent: list[tuple[BufferPool, bytearray]] = field(default_factory=list)
 
@@ -88,17 +89,27 @@ class ServerConnection:
     """
 
     def __init__(
-        self, apis: Mapping[int, ApiSpec], max_request_bytes: int = 100 * 1024 * 1024, frames: BufferPool | None = None
+        self,
+        apis: Mapping[int, ApiSpec],
+        max_request_bytes: int = 100 * 1024 * 1024,
+        frames: BufferPool | None = None,
+        requests: BufferPool | None = None,
     ) -> None:
         self.apis = apis
         self.frames = frames  # where large response frames come from and go back to (None: fresh each)
+        # Where large request frames are received (None: fresh anonymous memory each). Reused memory is
+        # warm: a fresh megabyte is page-faulted and zeroed by the kernel as it arrives, which measured a
+        # sixth of the broker's produce CPU.
+        self.requests = requests
         self.max_request_bytes = max_request_bytes
         self._stage = _anonymous(_STAGE_BYTES)
         self._start = 0  # first unparsed byte in the staging buffer
         self._end = 0  # end of received bytes in the staging buffer
         self._big: mmap.mmap | None = None  # a large frame being received in place
+        self._big_size = 0  # its size (a pooled buffer may be larger)
         self._big_filled = 0
-        self._done: deque[mmap.mmap] = deque()  # large frames complete, ahead of the staging buffer
+        self._done: deque[tuple[mmap.mmap, int]] = deque()  # large frames complete, ahead of the staging buffer
+        self._owner: mmap.mmap | None = None  # the pooled buffer of the frame `_next_frame` returned last
         self.raw_frames = 0  # frames to hand over unparsed (SASL tokens after a v0 SaslHandshake)
 
     # ------------------------------------------------------------------ bytes in
@@ -106,7 +117,7 @@ class ServerConnection:
     def get_buffer(self, sizehint: int = -1) -> memoryview:
         """Where the next received bytes go (never empty)."""
         if self._big is not None:
-            return memoryview(self._big)[self._big_filled :]
+            return memoryview(self._big)[self._big_filled : self._big_size]
         if self._end == len(self._stage):
             self._compact()
             if self._end == len(self._stage):  # only when fed without parsing in between (receive_data)
@@ -119,8 +130,8 @@ class ServerConnection:
         """`nbytes` were written into the buffer `get_buffer` returned last."""
         if self._big is not None:
             self._big_filled += nbytes
-            if self._big_filled == len(self._big):
-                self._done.append(self._big)
+            if self._big_filled == self._big_size:
+                self._done.append((self._big, self._big_size))
                 self._big = None
         else:
             self._end += nbytes
@@ -154,12 +165,28 @@ class ServerConnection:
         frame = self._next_frame()
         if frame is None:
             return NEED_DATA
+        owner, self._owner = self._owner, None
         if self.raw_frames:
             self.raw_frames -= 1
-            return RawFrame(bytes(frame))
-        req = parse_request(memoryview(frame), self.apis)
+            raw = RawFrame(bytes(frame))
+            if owner is not None and self.requests is not None:
+                self.requests.give(owner)
+            return raw
+        try:
+            req = parse_request(memoryview(frame), self.apis)
+        except BaseException:
+            if owner is not None and self.requests is not None:
+                self.requests.give(owner)
+            raise
         req.size = len(frame)
+        req.pooled = owner
         return req
+
+    def release(self, req: Request) -> None:
+        """`req`'s handler is done with its frame: a pooled buffer goes back for the next large request."""
+        buf, req.pooled = req.pooled, None
+        if buf is not None and self.requests is not None:
+            self.requests.give(buf)
 
     def expect_raw(self, frames: int = 1) -> None:
         """The next `frames` frames are not Kafka requests but raw tokens (KIP-43's v0 SASL exchange)."""
@@ -170,9 +197,12 @@ class ServerConnection:
         """A raw SASL token answer: its length, then its bytes (no correlation id)."""
         return memoryview(_I32.pack(len(token)) + token)
 
-    def _next_frame(self) -> bytearray | mmap.mmap | None:
+    def _next_frame(self) -> bytearray | memoryview | None:
         if self._done:
-            return self._done.popleft()
+            buf, size = self._done.popleft()
+            if self.requests is not None:
+                self._owner = buf
+            return memoryview(buf)[:size]
         if self._big is not None:
             return None
         avail = self._end - self._start
@@ -193,7 +223,8 @@ class ServerConnection:
             # Its own buffer, filled by the kernel from here on. Anonymous memory is committed only as
             # bytes arrive, so a declared size costs nothing until it is really sent (Kafka allocates
             # a declared request whole, too).
-            self._big = _anonymous(size)
+            self._big = self.requests.take(size) if self.requests is not None else _anonymous(size)
+            self._big_size = size
             have = avail - 4
             self._big[:have] = self._stage[begin : self._end]
             self._big_filled = have
@@ -202,9 +233,15 @@ class ServerConnection:
             self._compact()
         return None
 
-    def encode_response(self, req: Request, response: Any, version: int | None = None) -> memoryview:
+    def encode_response(self, req: Request, response: Any, version: int | None = None) -> memoryview | SplicedFrame:
         assert req.spec is not None
         v = req.version if version is None else version
+        if req.spliced:
+            spliced = encode_fetch_frame(v, req.header.correlation_id, response) if req.spec.key == FETCH_KEY else None
+            if spliced is not None:
+                self._give_back(req)
+                return spliced
+            materialize_externals(response)  # a shape the spliced encoder does not cover: the codec's way
         if req.size > MAX_STRING_BYTES:
             # Only a request this large can carry a name that an error message quotes past Kafka's string
             # limit (and walking an answer costs microseconds next to receiving 32 KB).
@@ -219,10 +256,14 @@ class ServerConnection:
             frame = encode_response_frame(
                 req.spec, v, req.header.correlation_id, response, req.response_size_hint, self.frames
             )
+        self._give_back(req)
+        return frame
+
+    @staticmethod
+    def _give_back(req: Request) -> None:
         for pool, buf in req.lent:
             pool.give(buf)
         req.lent.clear()
-        return frame
 
     def sent(self, frame: memoryview) -> None:
         """`frame` (from `encode_response`) has been handed to the transport: its buffer may be reused."""

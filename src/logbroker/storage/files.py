@@ -42,7 +42,12 @@ class FileCache:
     def _opened(self, h: FileHandle) -> int:
         if self.limit is not None:
             while len(self._open) >= self.limit:
-                victim, _ = self._open.popitem(last=False)
+                # The least recently used that no answer in flight is sending from (a pinned descriptor
+                # stays open; with every one pinned the budget is exceeded until a pin goes).
+                victim = next((v for v in self._open if not v.pins), None)
+                if victim is None:
+                    break
+                del self._open[victim]
                 self.evictions += 1
                 victim._close(sync=True)
         fd = os.open(h.path, OPEN_FLAGS, 0o644)
@@ -60,15 +65,22 @@ class FileCache:
 
 
 class FileHandle:
-    """One segment file: `fd` opens it on demand; `written` marks data the next close must sync."""
+    """One segment file: `fd` opens it on demand; `written` marks data the next close must sync.
 
-    __slots__ = ("_fd", "cache", "path", "written")
+    `pin` keeps the descriptor open for an answer being sent from it (sendfile): the cache does not
+    evict it, and a close (retention, compaction, a deleted topic) waits for the last `unpin`, so the
+    answer reads the very bytes it promised even from an unlinked file. Many answers from one segment
+    share its descriptor: a pin costs no descriptor of its own."""
+
+    __slots__ = ("_closing", "_fd", "cache", "path", "pins", "written")
 
     def __init__(self, cache: FileCache, path: Path) -> None:
         self.cache = cache
         self.path = path
         self._fd: int | None = None
         self.written = False
+        self.pins = 0
+        self._closing = False  # closed while pinned: the descriptor goes with the last pin
 
     @property
     def fd(self) -> int:
@@ -84,11 +96,30 @@ class FileHandle:
         """The descriptor if it is open now (for syncing: a closed one was synced when it was closed)."""
         return self._fd
 
+    def pin(self) -> int:
+        fd = self.fd
+        self.pins += 1
+        return fd
+
+    def unpin(self) -> None:
+        self.pins -= 1
+        if not self.pins and self._closing:
+            self._closing = False
+            fd, self._fd = self._fd, None
+            if fd is not None:
+                os.close(fd)
+
     def sync(self) -> None:
         if self._fd is not None and self.written:
             os.fdatasync(self._fd)
 
     def _close(self, sync: bool) -> None:
+        if self.pins:  # an answer is being sent from it: closed with the last pin (see the class)
+            self._closing = True
+            if sync and self.written and self._fd is not None:
+                os.fdatasync(self._fd)
+                self.written = False
+            return
         fd, self._fd = self._fd, None
         if fd is None:
             return

@@ -26,7 +26,7 @@ from logbroker.protocol.records import (
 from .compaction import complete_swaps
 from .files import FileCache, fsync_dir
 from .producers import BatchMeta, CompletedTxn, ProducerEntry, ProducerStateTable
-from .segment import Segment, Truncation
+from .segment import FileRange, Segment, Truncation
 from .txnindex import AbortedTxn
 
 log = logging.getLogger(__name__)
@@ -379,9 +379,14 @@ class PartitionLog:
         first_whole: bool = True,
         pool: BufferPool | None = None,
         max_offset: int | None = None,
-    ) -> memoryview:
+        zero_copy_min: int = 0,
+    ) -> memoryview | FileRange:
         """Whole batches starting with the one that holds `offset` (in a buffer from `pool`, if given), none
-        at or beyond `max_offset` (the LSO, for read_committed)."""
+        at or beyond `max_offset` (the LSO, for read_committed).
+
+        With `zero_copy_min`, a read of at least that many bytes is a `FileRange` instead: the caller
+        sends it from the file and closes it. Smaller ones are copied (a sendfile per few kilobytes costs
+        more than the copy)."""
         if offset < self.log_start_offset or offset > self.next_offset:
             raise OffsetOutOfRange(
                 f"offset {offset} is outside [{self.log_start_offset}, {self.next_offset}] of {self.dir.name}"
@@ -393,13 +398,22 @@ class PartitionLog:
             seg = self.segments[i]
             pos, h = seg.position_of(offset)
             if h is not None:
+                limit = None
                 if max_offset is not None and max_offset < seg.next_offset:
                     # An open transaction's first batch starts at the LSO: read only what lies before it.
-                    stop = seg.position_of(max_offset)[0]
-                    if stop <= pos:
+                    limit = seg.position_of(max_offset)[0]
+                    if limit <= pos:
                         return memoryview(b"")
-                    return seg.read(pos, min(max_bytes, stop - pos), first_whole, pool, limit=stop)
-                return seg.read(pos, max_bytes, first_whole, pool)
+                    max_bytes = min(max_bytes, limit - pos)
+                if zero_copy_min and (h.batch_length >= zero_copy_min or max_bytes >= zero_copy_min):
+                    end_of_data = seg.size if limit is None else limit
+                    if min(end_of_data - pos, max_bytes) >= zero_copy_min or h.batch_length >= zero_copy_min:
+                        rng = seg.file_range(h, max_bytes, first_whole, limit, max_offset if limit is not None else -1)
+                        if rng is not None and rng.length >= zero_copy_min:
+                            return rng
+                        if rng is not None:
+                            rng.close()
+                return seg.read(pos, max_bytes, first_whole, pool, limit=limit)
             i += 1
         return memoryview(b"")
 

@@ -157,9 +157,7 @@ class ProducerStateTable:
         (Kafka's rule: the batch's own max timestamp, the broker's clock only on LogAppendTime topics).
         Returns how many were dropped."""
         expired = [
-            p
-            for p, e in self.producers.items()
-            if p not in self.ongoing and now_ms - e.last_timestamp >= expiration_ms
+            p for p, e in self.producers.items() if p not in self.ongoing and now_ms - e.last_timestamp >= expiration_ms
         ]
         for pid in expired:
             del self.producers[pid]

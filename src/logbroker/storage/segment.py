@@ -26,6 +26,52 @@ from .txnindex import TxnIndex
 _OFFSET_ENTRY = struct.Struct(">ii")  # relative offset, file position
 _TIME_ENTRY = struct.Struct(">qi")  # max timestamp so far, relative base offset of the batch holding it
 _I32 = struct.Struct(">i")
+_OFFSET_AND_LENGTH = struct.Struct(">qi")  # a batch's base offset and length, its first 12 bytes
+# Batches walked (one 12-byte pread each) past the last indexed position a zero-copy read may end at.
+_RANGE_WALK = 64
+
+
+class FileRange:
+    """Whole stored batches a connection sends straight from the file (`sendfile`), never read by us.
+
+    It pins the segment's descriptor (`FileHandle.pin`): the file cache may not close it and retention
+    or compaction, deleting the file meanwhile, leave it open until the range is closed, so the bytes
+    stay readable until sent. `end_offset` is the first offset after the range (read_committed answers
+    list the aborted transactions below it)."""
+
+    __slots__ = ("_handle", "end_offset", "fd", "length", "position")
+
+    def __init__(self, handle: FileHandle | None, fd: int, position: int, length: int, end_offset: int) -> None:
+        self._handle = handle
+        self.fd = fd
+        self.position = position
+        self.length = length
+        self.end_offset = end_offset
+
+    @classmethod
+    def pinned(cls, handle: FileHandle, position: int, length: int, end_offset: int) -> FileRange:
+        return cls(handle, handle.pin(), position, length, end_offset)
+
+    def __len__(self) -> int:
+        return self.length
+
+    def read_into(self, view: memoryview) -> None:
+        """The bytes into `view` (a transport that cannot send from a file); short only if the file shrank."""
+        done = 0
+        while done < len(view):
+            n = os.preadv(self.fd, [view[done:]], self.position + done)
+            if n <= 0:
+                raise OSError(f"stored batches shrank under a fetch ({done} of {self.length} bytes readable)")
+            done += n
+
+    def close(self) -> None:
+        handle, self._handle = self._handle, None
+        self.fd = -1
+        if handle is not None:
+            handle.unpin()
+
+    def __del__(self) -> None:  # a range dropped unsent (a failed encode) must not keep its file open
+        self.close()
 
 
 UNBOUNDED = FileCache()  # for logs opened outside a broker (tools, tests): descriptors stay open
@@ -348,6 +394,48 @@ class Segment:
                 break
             end += size
         return data[:end]
+
+    def file_range(
+        self, first: BatchHeader, max_bytes: int, first_whole: bool, limit: int | None = None, limit_offset: int = -1
+    ) -> FileRange | None:
+        """What `read` would return from the batch `first`, as a file range (None: nothing to return).
+
+        Where the data exceeds `max_bytes` the range ends at the last batch boundary that fits: the
+        sparse index's positions are batch starts, and at most `_RANGE_WALK` headers past the last of
+        them are read, so a range costs a few syscalls whatever its size. It may therefore stop up to
+        that walk short of what `read` returns (never past max_bytes, and always whole batches, which is
+        tighter than Kafka's, which sends a partial last batch). `limit` (a batch start) and its offset
+        `limit_offset` bound a read_committed read at the last stable offset."""
+        position = first.position
+        end_of_data = self.size if limit is None else min(limit, self.size)
+        if position >= end_of_data:
+            return None
+        first_end = position + first.batch_length + LOG_OVERHEAD
+        if end_of_data - position <= max_bytes:
+            end = end_of_data
+        elif first_end - position > max_bytes:
+            if not first_whole:
+                return None
+            end = first_end  # KIP-74: the first batch whole, however large
+        else:
+            cap = position + max_bytes
+            i = bisect.bisect_right(self.idx_positions, cap) - 1
+            end = self.idx_positions[i] if i >= 0 and self.idx_positions[i] > first_end else first_end
+            fd = self.fd
+            for _ in range(_RANGE_WALK):
+                if end + LOG_OVERHEAD > end_of_data:
+                    break
+                base, length = _OFFSET_AND_LENGTH.unpack(os.pread(fd, LOG_OVERHEAD, end))
+                if end + length + LOG_OVERHEAD > cap:
+                    return FileRange.pinned(self._log, position, end - position, base)
+                end += length + LOG_OVERHEAD
+        if end >= end_of_data:
+            end_offset = limit_offset if limit is not None and limit <= self.size else self.next_offset
+        elif end == first_end:
+            end_offset = first.next_offset
+        else:
+            end_offset = _OFFSET_AND_LENGTH.unpack(os.pread(self.fd, LOG_OVERHEAD, end))[0]
+        return FileRange.pinned(self._log, position, end - position, end_offset)
 
     def batch_at(self, offset: int) -> bytes:
         """The whole stored batch that holds `offset` (empty when there is none)."""

@@ -910,13 +910,14 @@ class JavaClientTool:
         bootstrap: str,
         topic: str,
         *,
-        partition: int = 0,
+        partition: int | str = 0,
         from_offset: int | str = "earliest",
         count: int | None = None,
         timeout_ms: int = 15000,
         properties: Mapping[str, object] | None = None,
     ) -> list[dict[str, Any]]:
-        """Read records via assign()+seek; key/value/header values come back as bytes."""
+        """Read records via assign()+seek (`partition="all"`: every partition of the topic); key/value/header
+        values come back as bytes."""
         args = [
             "consume", "--bootstrap", bootstrap, "--topic", topic,
             "--partition", str(partition), "--from-offset", str(from_offset),

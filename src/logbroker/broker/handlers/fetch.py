@@ -1,6 +1,9 @@
 """Fetch (1): whole stored batches from each partition, honouring max_bytes and partition_max_bytes,
-with a long poll on max_wait_ms/min_bytes. Fetch sessions are not kept (session id 0: clients then
-send full fetch requests, which KIP-227 allows).
+with a long poll on max_wait_ms/min_bytes (over every partition read, a session's included).
+
+Fetch sessions (KIP-227, v7+) are `..fetch_sessions`' concern: it decides before reading which partitions a
+request means (the request's own, or its session's), and after reading which of them the answer lists and
+under what session id. This handler only reads partitions and waits.
 
 read_committed (isolation level 1) reads stop at the last stable offset, and the answer lists the aborted
 transactions overlapping what it returns: the consumer drops those producers' records up to each abort
@@ -14,12 +17,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
 from logbroker.protocol.records import last_offset_of
 from logbroker.storage.log import OffsetOutOfRange
+from logbroker.storage.segment import FileRange
 
 from ..auth.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..context import BrokerContext
@@ -37,16 +42,25 @@ AT = PD.AbortedTransaction
 async def handle(ctx: BrokerContext, req: Request) -> R:
     body = req.body
     deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000
-    denied = None if ctx.authorizer is None else _denied(ctx, req)
+    session = ctx.fetch_sessions.context(req.version, body, privileged=body.replica_id >= 0)
+    if session.error:  # FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH: answered at once
+        ctx.metrics.errors(ApiKey.Fetch, [session.error])
+        return R(throttle_time_ms=0, error_code=session.error, session_id=0, responses=[])
+    denied = None if ctx.authorizer is None else _denied(ctx, req, session.topics)
     while True:
         lent: list[bytearray] = []
+        ranges: list[FileRange] = []
         sent: list[tuple[str, int]] = []  # (topic, bytes) and error codes of this round, for the metrics
         errors: list[int] = []
-        resp, total, keys = _collect(ctx, body, req.version, lent, denied, sent, errors)
+        reading = session.reading(ctx.get_log, denied)
+        resp, total, keys = _collect(ctx, body, req.version, lent, denied, sent, errors, reading, ranges)
+        watched = keys + session.quiet if session.quiet else keys  # the long poll watches a whole session
         remaining = deadline - time.monotonic()
-        if total >= max(body.min_bytes, 1) or remaining <= 0 or not keys or ctx.stopping:
+        if total >= max(body.min_bytes, 1) or remaining <= 0 or not watched or ctx.stopping:
+            resp.error_code, resp.session_id, resp.responses = session.answer(resp.responses)
             req.response_size_hint = total + 64 * len(keys)  # one response buffer, never regrown
             req.lent.extend((ctx.read_buffers, buf) for buf in lent)  # back to the pool once encoded
+            req.spliced = bool(ranges)  # sent from the files, then closed, by the connection
             ctx.metrics.fetched(sent)
             if errors:
                 ctx.metrics.errors(ApiKey.Fetch, errors)
@@ -54,16 +68,18 @@ async def handle(ctx: BrokerContext, req: Request) -> R:
         del resp
         for buf in lent:  # this round's answer is dropped: its read buffers are free again
             ctx.read_buffers.give(buf)
+        for rng in ranges:
+            rng.close()
         waited = time.monotonic()
-        await ctx.wait_for_data(keys, remaining)
+        await ctx.wait_for_data(watched, remaining)
         ctx.metrics.waited(time.monotonic() - waited)  # the long poll: Kafka's RemoteTimeMs
 
 
-def _denied(ctx: BrokerContext, req: Request) -> frozenset[str] | bool:
+def _denied(ctx: BrokerContext, req: Request, topics: Iterable[Any]) -> frozenset[str] | bool:
     """The topics this fetch may not read, or True when it may read none (Kafka's handleFetchRequest)."""
     if req.body.replica_id >= 0:
         return not ctx.authorize(req, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
-    names = {t.topic for t in req.body.topics}
+    names = {t.topic for t in topics}
     return frozenset(names - ctx.authorize_names(req, AclOperation.READ, ResourceType.TOPIC, names))
 
 
@@ -75,7 +91,11 @@ def _collect(
     denied: frozenset[str] | bool | None = None,
     sent: list[tuple[str, int]] | None = None,
     errors: list[int] | None = None,
+    fetching: Iterable[Any] | None = None,
+    ranges: list[FileRange] | None = None,
 ) -> tuple[R, int, list[tuple[str, int]]]:
+    """The answer of one round; with `ranges`, large reads are file ranges (appended there) for the
+    connection to send with sendfile."""
     sent = [] if sent is None else sent
     errors = [] if errors is None else errors
     # Kafka caps every answer at the broker's fetch.max.bytes (still returning a first batch whole).
@@ -84,7 +104,8 @@ def _collect(
     keys: list[tuple[str, int]] = []
     topics = []
     committed = version >= 4 and body.isolation_level == 1
-    for t in body.topics:
+    zero_copy = ctx.settings.fetch_zero_copy_bytes  # see docs/design.md, "The produce and fetch paths"
+    for t in body.topics if fetching is None else fetching:  # a session's partitions, or the request's
         if denied and (denied is True or t.topic in denied):
             errors.extend([E.TOPIC_AUTHORIZATION_FAILED] * len(t.partitions))
             topics.append(
@@ -108,13 +129,16 @@ def _collect(
                 errors.append(E.UNKNOWN_LEADER_EPOCH)
                 parts.append(_pd(p.partition, E.UNKNOWN_LEADER_EPOCH, hwm, plog.log_start_offset, lso))
                 continue
-            data: bytes | memoryview = b""
+            data: bytes | memoryview | FileRange = b""
             try:
                 room = min(p.partition_max_bytes, limit - total)
                 if room > 0 or total == 0:
                     data = plog.read(p.fetch_offset, max(room, 1), first_whole=total == 0, pool=ctx.read_buffers,
-                                     max_offset=lso if committed else None)  # fmt: skip
-                    if isinstance(data.obj, bytearray):
+                                     max_offset=lso if committed else None,
+                                     zero_copy_min=zero_copy if ranges is not None else 0)  # fmt: skip
+                    if isinstance(data, FileRange):
+                        ranges.append(data)  # type: ignore[union-attr]
+                    elif isinstance(data.obj, bytearray):
                         lent.append(data.obj)
             except OffsetOutOfRange as exc:
                 log.info("fetch from %s-%d: OFFSET_OUT_OF_RANGE: %s", t.topic, p.partition, exc)
@@ -125,7 +149,7 @@ def _collect(
             if committed:
                 aborted = []
                 if len(data) and plog.aborts_from(p.fetch_offset):
-                    upper = last_offset_of(data) + 1
+                    upper = data.end_offset if isinstance(data, FileRange) else last_offset_of(data) + 1
                     aborted = [AT(producer_id=a.producer_id, first_offset=a.first_offset)
                                for a in plog.aborted_transactions(p.fetch_offset, upper)]  # fmt: skip
             total += len(data)
@@ -143,7 +167,7 @@ def _pd(
     hwm: int = -1,
     start: int = -1,
     lso: int = -1,
-    records: bytes | memoryview = b"",
+    records: bytes | memoryview | FileRange = b"",
     aborted: list[Any] | None = None,
 ) -> PD:
     return PD(
