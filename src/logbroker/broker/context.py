@@ -80,7 +80,12 @@ class BrokerContext:
         }
         self.metrics = BrokerMetrics()  # counted by the server and the data path; state is read at scrape time
         self.metrics.context = self
-        self.flusher = Flusher(settings.fsync, settings.fsync_interval_ms, self.metrics.flush)
+        # Requests being handled, long-polling fetches aside (the server counts them): a commit by the only
+        # one syncs inline (the flusher's `solo`); several share a round on the fsync thread.
+        self.busy_requests = 0
+        self.flusher = Flusher(
+            settings.fsync, settings.fsync_interval_ms, self.metrics.flush, solo=lambda: self.busy_requests <= 1
+        )
         self.cluster_id = ""
         self._logs: LogManager | None = None
         self._configs: BrokerConfigs | None = None

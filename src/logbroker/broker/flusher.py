@@ -2,14 +2,22 @@
 
 Under `always`, every acks!=0 produce awaits `commit()`; all produces that arrive while one fdatasync
 round is running share the next round, so concurrent producers pay for one sync, not one each.
+
+A round runs on the fsync thread so the event loop keeps serving while the disk works. Handing it there
+and back costs more than the sync itself on a small write (a thread wake-up, the loop's self-pipe, two
+more loop turns: measured ~150 µs of CPU per request against a ~220 µs fdatasync), so a commit with
+nobody to share it (`solo()`: no other produce in progress, no round running or queued) syncs inline.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import ctypes.util
 import logging
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from logbroker.config import FsyncPolicy
@@ -20,7 +28,41 @@ from .metrics import FlushStats
 log = logging.getLogger(__name__)
 
 
+# A round with more files than this syncs each file system once (syncfs) instead of each file: a
+# round over 1,000 partitions was 1,000 fdatasyncs (each a journal commit and a cache flush).
+SYNCFS_MIN_FILES = 16
+
+
+def _libc_syncfs() -> Callable[[int], int] | None:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        fn = libc.syncfs
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int]
+    fn.restype = ctypes.c_int
+    return fn  # type: ignore[no-any-return]
+
+
+_syncfs = _libc_syncfs()
+
+
 def _sync_fds(fds: list[int]) -> None:
+    if _syncfs is not None and len(fds) > SYNCFS_MIN_FILES:
+        devices: dict[int, int] = {}
+        for fd in fds:
+            try:
+                devices.setdefault(os.fstat(fd).st_dev, fd)
+            except OSError as exc:
+                if exc.errno != 9:  # EBADF: deleted by retention meanwhile, as below
+                    raise
+        for fd in devices.values():
+            # Writes back every dirty file of the file system and commits its journal; since Linux 5.8 it
+            # also reports a write-back error of any of them, as fdatasync would.
+            if _syncfs(fd) != 0:
+                err = ctypes.get_errno()
+                raise OSError(err, f"syncfs: {os.strerror(err)}")
+        return
     for fd in fds:
         try:
             os.fdatasync(fd)
@@ -31,7 +73,13 @@ def _sync_fds(fds: list[int]) -> None:
 
 
 class Flusher:
-    def __init__(self, policy: FsyncPolicy, interval_ms: int, stats: FlushStats | None = None) -> None:
+    def __init__(
+        self,
+        policy: FsyncPolicy,
+        interval_ms: int,
+        stats: FlushStats | None = None,
+        solo: Callable[[], bool] | None = None,
+    ) -> None:
         self.policy = policy
         self.stats = stats or FlushStats()  # rounds and their time, for the broker's metrics
         self.interval = interval_ms / 1000
@@ -42,6 +90,9 @@ class Flusher:
         self._task: asyncio.Task[None] | None = None
         self.rounds = 0
         self.synced_waiters = 0
+        self.inline_rounds = 0
+        self._solo = solo  # True when no other produce is in progress (None: always use the thread)
+        self._running = False  # a round is on the fsync thread
 
     def start(self) -> None:
         if self.policy is FsyncPolicy.ALWAYS:
@@ -55,6 +106,9 @@ class Flusher:
     async def commit(self) -> None:
         """Return once everything written before this call is on disk (fsync=always only)."""
         if self.policy is not FsyncPolicy.ALWAYS:
+            return
+        if self._solo is not None and not (self._waiters or self._running or self._wake.is_set()) and self._solo():
+            self._sync_inline(self._take())
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(fut)
@@ -76,7 +130,11 @@ class Flusher:
             fds = self._take()
             try:
                 if fds:
-                    await self._sync(fds)
+                    self._running = True
+                    try:
+                        await self._sync(fds)
+                    finally:
+                        self._running = False
                 self.rounds += 1
                 self.synced_waiters += len(waiters)
                 self.stats.waiters += len(waiters)
@@ -98,6 +156,21 @@ class Flusher:
             self.stats.errors += 1
             raise
         self.stats.rounds.observe(time.monotonic() - start)
+
+    def _sync_inline(self, fds: list[int]) -> None:
+        """One round on the event loop's own thread (see the module docstring); errors as `_sync`'s."""
+        start = time.monotonic()
+        try:
+            _sync_fds(fds)
+        except OSError as exc:
+            self.stats.errors += 1
+            log.error("fdatasync failed: %s", exc)
+            raise
+        self.stats.rounds.observe(time.monotonic() - start)
+        self.rounds += 1
+        self.inline_rounds += 1
+        self.synced_waiters += 1
+        self.stats.waiters += 1
 
     async def _interval_loop(self) -> None:
         while True:

@@ -610,30 +610,33 @@ class ClientConnection(asyncio.BufferedProtocol):
             self._drain()
             return
         exclusive = handler.exclusive
-        self._begin(req.size, exclusive)
+        busy = req.api_key != ApiKey.Fetch  # a fetch mostly waits (long polls): it shares no fsync round
+        self._begin(req.size, exclusive, busy)
         try:
             result = handler.fn(self.broker.context, req)
         except Exception as exc:
-            self._end(req.size, exclusive)
+            self._end(req.size, exclusive, busy)
             self.codec.release(req)
             fut.set_exception(exc)
             self._drain()
             return
         if isinstance(result, Awaitable):
             task = asyncio.ensure_future(result)
-            task.add_done_callback(lambda t, f=fut, r=req, x=exclusive: self._complete(f, r, t, x))
+            task.add_done_callback(lambda t, f=fut, r=req, x=exclusive, b=busy: self._complete(f, r, t, x, b))
         else:
-            self._end(req.size, exclusive)
+            self._end(req.size, exclusive, busy)
             self.codec.release(req)
             self._finish(fut, req, result)
 
-    def _begin(self, size: int, exclusive: bool) -> None:
+    def _begin(self, size: int, exclusive: bool, busy: bool) -> None:
+        self.broker.context.busy_requests += busy
         self._request_bytes += size
         self._exclusive += exclusive
         self._held += size
         self.broker.account(size)
 
-    def _end(self, size: int, exclusive: bool) -> None:
+    def _end(self, size: int, exclusive: bool, busy: bool) -> None:
+        self.broker.context.busy_requests -= busy
         self._request_bytes -= size
         self._exclusive -= exclusive
         if self._closed:
@@ -642,9 +645,14 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.broker.account(-size)
 
     def _complete(
-        self, fut: asyncio.Future[memoryview | None], req: Request, task: asyncio.Future[Any], exclusive: bool
+        self,
+        fut: asyncio.Future[memoryview | None],
+        req: Request,
+        task: asyncio.Future[Any],
+        exclusive: bool,
+        busy: bool,
     ) -> None:
-        self._end(req.size, exclusive)
+        self._end(req.size, exclusive, busy)
         self.codec.release(req)  # the handler is done with the request's frame
         remote = self._metrics.take_remote(task)
         if fut.done():
