@@ -1,0 +1,76 @@
+"""The fsync group commit's two shortcuts: a lone commit syncs on the event loop's thread, and a round over
+many files syncs each file system once (syncfs). Both must leave every written log synced and say so in
+the flusher's counts; a descriptor closed under a round (retention) must not fail it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from logbroker.broker.flusher import SYNCFS_MIN_FILES, Flusher, _sync_fds
+from logbroker.config import FsyncPolicy
+from logbroker.protocol.records import NewRecord, build_batch, validate_produce
+from logbroker.storage import LogConfig, PartitionLog
+
+
+def _logs(tmp_path: Path, n: int) -> list[PartitionLog]:
+    logs = [PartitionLog(tmp_path / f"p{i}", LogConfig(), True) for i in range(n)]
+    for plog in logs:
+        plog.sync()  # created clean: only what the test writes is unsynced
+    return logs
+
+
+def _write(plog: PartitionLog, flusher: Flusher) -> None:
+    buf = bytearray(build_batch([NewRecord(None, b"x" * 100)]))
+    plog.append(buf, validate_produce(buf, 1 << 20))
+    flusher.written(plog)
+
+
+def test_a_lone_commit_syncs_inline_and_shared_ones_on_the_thread(tmp_path: Path) -> None:
+    async def main() -> tuple[int, int]:
+        busy = [1]
+        flusher = Flusher(FsyncPolicy.ALWAYS, 0, solo=lambda: busy[0] <= 1)
+        flusher.start()
+        [plog] = _logs(tmp_path, 1)
+        _write(plog, flusher)
+        await flusher.commit()  # alone: inline
+        assert not plog.unsynced
+        busy[0] = 3  # two more requests in progress: their commits share a round on the thread
+        _write(plog, flusher)
+        await asyncio.gather(flusher.commit(), flusher.commit())
+        assert not plog.unsynced
+        await flusher.close()
+        plog.close()
+        return flusher.inline_rounds, flusher.rounds
+
+    inline, rounds = asyncio.run(main())
+    assert inline == 1
+    assert rounds == 2  # the inline round and one shared round for both waiters
+
+
+def test_a_round_over_many_files_syncs_them_all(tmp_path: Path) -> None:
+    async def main() -> None:
+        flusher = Flusher(FsyncPolicy.ALWAYS, 0, solo=lambda: False)
+        flusher.start()
+        logs = _logs(tmp_path, SYNCFS_MIN_FILES + 4)
+        for plog in logs:
+            _write(plog, flusher)
+        await flusher.commit()
+        assert not any(plog.unsynced for plog in logs)
+        await flusher.close()
+        for plog in logs:
+            plog.close()
+
+    asyncio.run(main())
+
+
+def test_a_descriptor_closed_under_a_round_does_not_fail_it(tmp_path: Path) -> None:
+    fds = [os.open(tmp_path / f"f{i}", os.O_RDWR | os.O_CREAT) for i in range(SYNCFS_MIN_FILES + 2)]
+    try:
+        os.close(fds[0])  # retention deleted a segment between the take and the sync
+        _sync_fds(fds)  # syncfs path
+        _sync_fds(fds[:2])  # fdatasync path
+    finally:
+        for fd in fds[1:]:
+            os.close(fd)
