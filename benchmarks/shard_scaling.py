@@ -22,8 +22,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from logbroker.bench.procstat import cpu_seconds
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from broker_cpu import _cpu_seconds, _free_port, _payload, _wait_port, kcat_produce
+from broker_cpu import _free_port, _payload, _wait_port, kcat_produce
 
 
 def _threads(pid: int) -> dict[str, float]:
@@ -58,12 +60,12 @@ def run(n: int, payload: Path) -> dict[str, float]:
             _wait_port(port, proc)
             subprocess.run(["kcat", "-b", f"127.0.0.1:{port}", "-L", "-t", "bench"], check=True,
                            capture_output=True, timeout=30)  # fmt: skip
-        before = [(_cpu_seconds(p.pid), _threads(p.pid)) for p in procs]
+        before = [(cpu_seconds([p.pid]), _threads(p.pid)) for p in procs]
         t0 = time.monotonic()
         with ThreadPoolExecutor(n) as pool:  # one kcat per broker, all at once
             list(pool.map(lambda port: kcat_produce(f"127.0.0.1:{port}", payload), ports))
         elapsed = time.monotonic() - t0
-        after = [(_cpu_seconds(p.pid), _threads(p.pid)) for p in procs]
+        after = [(cpu_seconds([p.pid]), _threads(p.pid)) for p in procs]
         gb = payload.stat().st_size * n / 1e9
         loop = sum(a[1]["loop"] - b[1]["loop"] for a, b in zip(after, before, strict=True))
         other = sum(a[1]["other"] - b[1]["other"] for a, b in zip(after, before, strict=True))

@@ -1,6 +1,6 @@
-"""The fsync group commit's two shortcuts: a lone commit syncs on the event loop's thread, and a round over
-many files syncs each file system once (syncfs). Both must leave every written log synced and say so in
-the flusher's counts; a descriptor closed under a round (retention) must not fail it."""
+"""The fsync group commit's two shortcuts: a lone commit of a small write syncs on the event loop's thread,
+and a round over many files syncs each file system once (syncfs). Both must leave every written log synced
+and say so in the flusher's counts; a descriptor closed under a round (retention) must not fail it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import asyncio
 import os
 from pathlib import Path
 
-from logbroker.broker.flusher import SYNCFS_MIN_FILES, Flusher, _sync_fds
+from logbroker.broker.flusher import INLINE_MAX_BYTES, SYNCFS_MIN_FILES, Flusher, _sync_fds
 from logbroker.config import FsyncPolicy
 from logbroker.protocol.records import NewRecord, build_batch, validate_produce
 from logbroker.storage import LogConfig, PartitionLog
@@ -21,10 +21,10 @@ def _logs(tmp_path: Path, n: int) -> list[PartitionLog]:
     return logs
 
 
-def _write(plog: PartitionLog, flusher: Flusher) -> None:
-    buf = bytearray(build_batch([NewRecord(None, b"x" * 100)]))
+def _write(plog: PartitionLog, flusher: Flusher, size: int = 100) -> None:
+    buf = bytearray(build_batch([NewRecord(None, b"x" * size)]))
     plog.append(buf, validate_produce(buf, 1 << 20))
-    flusher.written(plog)
+    flusher.written(plog, len(buf))
 
 
 def test_a_lone_commit_syncs_inline_and_shared_ones_on_the_thread(tmp_path: Path) -> None:
@@ -36,6 +36,8 @@ def test_a_lone_commit_syncs_inline_and_shared_ones_on_the_thread(tmp_path: Path
         _write(plog, flusher)
         await flusher.commit()  # alone: inline
         assert not plog.unsynced
+        _write(plog, flusher, INLINE_MAX_BYTES)
+        await flusher.commit()  # alone but large: the sync takes a while, the loop goes on receiving
         busy[0] = 3  # two more requests in progress: their commits share a round on the thread
         _write(plog, flusher)
         await asyncio.gather(flusher.commit(), flusher.commit())
@@ -46,7 +48,7 @@ def test_a_lone_commit_syncs_inline_and_shared_ones_on_the_thread(tmp_path: Path
 
     inline, rounds = asyncio.run(main())
     assert inline == 1
-    assert rounds == 2  # the inline round and one shared round for both waiters
+    assert rounds == 3  # the inline round, the large write's and one shared round for both waiters
 
 
 def test_a_round_over_many_files_syncs_them_all(tmp_path: Path) -> None:

@@ -441,9 +441,9 @@ class BrokerContext:
 
     # ------------------------------------------------------------------ the data path
 
-    def appended(self, plog: PartitionLog, topic: str, partition: int) -> None:
-        """Record a write for the next fsync round and wake long polls waiting on the partition."""
-        self.flusher.written(plog)
+    def appended(self, plog: PartitionLog, topic: str, partition: int, nbytes: int = 0) -> None:
+        """Record a write (of `nbytes`) for the next fsync round and wake long polls waiting on the partition."""
+        self.flusher.written(plog, nbytes)
         self._wake((topic, partition))
 
     async def sync(self) -> None:

@@ -6,7 +6,9 @@ round is running share the next round, so concurrent producers pay for one sync,
 A round runs on the fsync thread so the event loop keeps serving while the disk works. Handing it there
 and back costs more than the sync itself on a small write (a thread wake-up, the loop's self-pipe, two
 more loop turns: measured ~150 µs of CPU per request against a ~220 µs fdatasync), so a commit with
-nobody to share it (`solo()`: no other produce in progress, no round running or queued) syncs inline.
+nobody to share it (`solo()`: no other request in progress, no round running or queued) of a small write
+(under `INLINE_MAX_BYTES` since the last round) syncs inline. A large write's sync takes milliseconds,
+during which the loop had better be receiving the next batch: it stays on the thread.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ log = logging.getLogger(__name__)
 # A round with more files than this syncs each file system once (syncfs) instead of each file: a
 # round over 1,000 partitions was 1,000 fdatasyncs (each a journal commit and a cache flush).
 SYNCFS_MIN_FILES = 16
+INLINE_MAX_BYTES = 64 * 1024
 
 
 def _libc_syncfs() -> Callable[[int], int] | None:
@@ -84,6 +87,7 @@ class Flusher:
         self.stats = stats or FlushStats()  # rounds and their time, for the broker's metrics
         self.interval = interval_ms / 1000
         self._dirty: set[PartitionLog] = set()
+        self._dirty_bytes = 0  # written since the last round (as far as writers say)
         self._waiters: list[asyncio.Future[None]] = []
         self._wake = asyncio.Event()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fsync")
@@ -100,14 +104,20 @@ class Flusher:
         elif self.policy is FsyncPolicy.INTERVAL:
             self._task = asyncio.create_task(self._interval_loop(), name="fsync-interval")
 
-    def written(self, plog: PartitionLog) -> None:
+    def written(self, plog: PartitionLog, nbytes: int = 0) -> None:
         self._dirty.add(plog)
+        self._dirty_bytes += nbytes
 
     async def commit(self) -> None:
         """Return once everything written before this call is on disk (fsync=always only)."""
         if self.policy is not FsyncPolicy.ALWAYS:
             return
-        if self._solo is not None and not (self._waiters or self._running or self._wake.is_set()) and self._solo():
+        if (
+            self._solo is not None
+            and self._dirty_bytes < INLINE_MAX_BYTES
+            and not (self._waiters or self._running or self._wake.is_set())
+            and self._solo()
+        ):
             self._sync_inline(self._take())
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -120,6 +130,7 @@ class Flusher:
         for plog in self._dirty:
             fds.extend(plog.take_unsynced())
         self._dirty.clear()
+        self._dirty_bytes = 0
         return fds
 
     async def _group_commit_loop(self) -> None:

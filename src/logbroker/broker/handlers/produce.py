@@ -286,7 +286,7 @@ def _append(
     except OSError as exc:
         log.error("append to %s-%d failed: %s", topic, index, exc)
         return _part(index, E.KAFKA_STORAGE_ERROR, message=str(exc))
-    ctx.appended(plog, topic, index)
+    ctx.appended(plog, topic, index, len(batch))
     ctx.metrics.produced(topic, size, header.records_count)
     append_time = header.max_timestamp if cfg.log_append_time else -1
     return _part(index, 0, base, plog.log_start_offset, append_time=append_time)
