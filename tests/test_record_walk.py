@@ -72,7 +72,11 @@ def test_compiled_and_python_walks_agree(records: list[NewRecord], mutations: li
     count = len(records) + count_shift
     want = python(bytes(raw), count)
     got = compiled(memoryview(raw), HEADER_SIZE, count)
-    assert got == want
+    # None from the compiled walk defers to the Python one (`validate._walk_plain`), which then names the
+    # error or, for what it alone accepts (a count of 0, refused before any walk on the produce path),
+    # the range; anything the compiled walk does answer must be the Python walk's answer.
+    if got is not None or want is None:
+        assert got == want
     if not mutations and count_shift == 0:
         assert got is not None  # a batch we built is always accepted
 

@@ -48,8 +48,9 @@ def test_transactional_replay_is_exactly_once_across_a_kill_and_a_rerun(
     from logbroker.spark.replay import replay
 
     source = create_named_topic(backend, unique("txr-src"), 3)
-    n = 3 * CHUNK + 5_000  # several transactions per source partition
-    producer = Producer({"bootstrap.servers": backend, "acks": "all", "linger.ms": 20})
+    n = 6 * CHUNK + 5_000  # two chunks and more per source partition: the kill below lands with most unsent
+    producer = Producer({"bootstrap.servers": backend, "acks": "all", "linger.ms": 20,
+                         "queue.buffering.max.messages": 2 * n})  # fmt: skip
     for i in range(n):
         producer.produce(source, key=f"k{i}".encode(), value=f"v{i}".encode() * 4, partition=i % 3, timestamp=T0 + i)
         if i % 10_000 == 0:

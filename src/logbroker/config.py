@@ -545,7 +545,8 @@ ENV_PREFIX = "LOGBROKER_"
 # are found on the CLI's options by `unknown_environment`'s caller; these belong to the faces and the tooling.
 OTHER_ENV = frozenset({"LOGBROKER_JARS_DIR", "LOGBROKER_TEST_TARGET", "LOGBROKER_REQUIRE_PEERS",
                        "LOGBROKER_DEMO_TEST_MARK", "LOGBROKER_SASL_PASSWORD", "LOGBROKER_BOOTSTRAP",
-                       "LOGBROKER_CERTS_KEY_PASSWORD"})  # fmt: skip
+                       "LOGBROKER_CERTS_KEY_PASSWORD",
+                       "LOGBROKER_BENCH_CACHE", "LOGBROKER_GO"})  # fmt: skip  (`logbroker bench`'s load generator)
 OTHER_ENV_PREFIXES = ("LOGBROKER_MQ_",)  # logbroker.mq's settings (`__` nests)
 
 
