@@ -103,6 +103,15 @@ def _uvarint(out: bytearray, n: int) -> None:
     out.append(n)
 
 
+def _length(out: bytearray, n: int | None, flex: bool) -> None:
+    """An array's count or a bytes field's length (None: null): int32, or compact (uvarint n + 1, 0 for
+    null) in flexible versions."""
+    if flex:
+        _uvarint(out, 0 if n is None else n + 1)
+    else:
+        out += _I32.pack(-1 if n is None else n)
+
+
 def _has_tags(p: Any) -> bool:
     return bool(
         p.diverging_epoch is not None
@@ -129,10 +138,7 @@ def encode_fetch_frame(version: int, correlation_id: int, response: Any) -> Spli
     else:
         out += _TOP_V1.pack(response.throttle_time_ms)
     topics = response.responses
-    if flex:
-        _uvarint(out, len(topics) + 1)
-    else:
-        out += _I32.pack(len(topics))
+    _length(out, len(topics), flex)
     part = _PART_V5 if version >= 5 else _PART_V4
     for t in topics:
         name = t.topic.encode()
@@ -142,10 +148,7 @@ def encode_fetch_frame(version: int, correlation_id: int, response: Any) -> Spli
             out += _I16.pack(len(name))
         out += name
         ps = t.partitions
-        if flex:
-            _uvarint(out, len(ps) + 1)
-        else:
-            out += _I32.pack(len(ps))
+        _length(out, len(ps), flex)
         for p in ps:
             if flex and _has_tags(p):
                 return None
@@ -156,16 +159,8 @@ def encode_fetch_frame(version: int, correlation_id: int, response: Any) -> Spli
             else:
                 out += part.pack(p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset)
             aborted = p.aborted_transactions
-            if aborted is None:
-                if flex:
-                    out.append(0)
-                else:
-                    out += _I32.pack(-1)
-            else:
-                if flex:
-                    _uvarint(out, len(aborted) + 1)
-                else:
-                    out += _I32.pack(len(aborted))
+            _length(out, None if aborted is None else len(aborted), flex)
+            if aborted is not None:
                 for a in aborted:
                     out += _ABORTED.pack(a.producer_id, a.first_offset)
                     if flex:
@@ -173,17 +168,9 @@ def encode_fetch_frame(version: int, correlation_id: int, response: Any) -> Spli
             if version >= 11:
                 out += _I32.pack(p.preferred_read_replica)
             records = p.records
-            if records is None:
-                if flex:
-                    out.append(0)
-                else:
-                    out += _I32.pack(-1)
-            else:
+            _length(out, None if records is None else len(records), flex)
+            if records is not None:
                 n = len(records)
-                if flex:
-                    _uvarint(out, n + 1)
-                else:
-                    out += _I32.pack(n)
                 if is_external(records):
                     externals.append(records)
                     if n:
