@@ -456,26 +456,16 @@ def run_scale(bootstrap: str, run_id: str, sizes: NativeSizes, step: Step) -> tu
     view = BrokerView.find(bootstrap)
     details: dict[str, Any] = {"idle_rss_MB": view.rss() / MB if view else None}
     skipped: dict[str, str] = {}
-    for parts in sizes.scale_partitions:
-        on_step = step(f"scale {parts} partitions", 1)
-        try:
-            details[f"partitions_{parts}"] = _scale_point(
-                bootstrap, f"scale-p{parts}-{run_id}", view, sizes, partitions=parts
-            )
-        except ToolMissing as exc:
-            skipped["partitions"] = str(exc)
-            break
-        on_step(1)
-    for conns in sizes.scale_connections:
-        on_step = step(f"scale {conns} connections", 1)
-        try:
-            details[f"connections_{conns}"] = _scale_point(
-                bootstrap, f"scale-c{conns}-{run_id}", view, sizes, connections=conns
-            )
-        except ToolMissing as exc:
-            skipped["connections"] = str(exc)
-            break
-        on_step(1)
+    curves = (("partitions", "p", sizes.scale_partitions), ("connections", "c", sizes.scale_connections))
+    for kind, tag, points in curves:
+        for n in points:
+            on_step = step(f"scale {n} {kind}", 1)
+            try:
+                details[f"{kind}_{n}"] = _scale_point(bootstrap, f"scale-{tag}{n}-{run_id}", view, sizes, **{kind: n})
+            except ToolMissing as exc:
+                skipped[kind] = str(exc)
+                break
+            on_step(1)
     return details, skipped
 
 

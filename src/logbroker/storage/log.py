@@ -405,14 +405,13 @@ class PartitionLog:
                     if limit <= pos:
                         return memoryview(b"")
                     max_bytes = min(max_bytes, limit - pos)
-                if zero_copy_min and (h.batch_length >= zero_copy_min or max_bytes >= zero_copy_min):
-                    end_of_data = seg.size if limit is None else limit
-                    if min(end_of_data - pos, max_bytes) >= zero_copy_min or h.batch_length >= zero_copy_min:
-                        rng = seg.file_range(h, max_bytes, first_whole, limit, max_offset if limit is not None else -1)
-                        if rng is not None and rng.length >= zero_copy_min:
-                            return rng
-                        if rng is not None:
-                            rng.close()
+                end_of_data = seg.size if limit is None else limit
+                if zero_copy_min and max(min(end_of_data - pos, max_bytes), h.batch_length) >= zero_copy_min:
+                    rng = seg.file_range(h, max_bytes, first_whole, limit, max_offset if limit is not None else -1)
+                    if rng is not None and rng.length >= zero_copy_min:
+                        return rng
+                    if rng is not None:
+                        rng.close()
                 return seg.read(pos, max_bytes, first_whole, pool, limit=limit)
             i += 1
         return memoryview(b"")
