@@ -22,6 +22,8 @@ from logbroker.protocol import ApiKey, ApiSpec, api
 from logbroker.protocol.messages import decode_response, encode_request
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from logbroker.testing.peers import JavaClientTool
     from logbroker.testing.process import BrokerProcess
 
@@ -208,6 +210,19 @@ def read_topic(bootstrap: str, topic: str, partitions: int | None = None, timeou
         return sorted(out, key=lambda m: (m.partition(), m.offset()))
     finally:
         consumer.close()
+
+
+def data_end(segment_file: Path) -> int:
+    """Where a segment file's stored batches end, from their length fields: an active segment's file may
+    run on past them with zeros (space reserved ahead of small appends, setting log_preallocate_bytes)."""
+    raw = segment_file.read_bytes()
+    pos = 0
+    while pos + 12 <= len(raw):
+        (length,) = struct.unpack_from(">i", raw, pos + 8)
+        if length <= 0:
+            break
+        pos += 12 + length
+    return pos
 
 
 def log_size(broker: BrokerProcess) -> int:

@@ -9,6 +9,7 @@ from pathlib import Path
 import confluent_kafka as ck
 
 from logbroker.testing.process import BrokerProcess
+from support import data_end
 
 
 def consume_all(bootstrap: str, topic: str, partitions: int = 1, idle: float = 3.0) -> list[ck.Message]:
@@ -122,8 +123,9 @@ def test_truncated_and_corrupted_tail_is_repaired_on_start(fresh_broker: BrokerP
     assert p.flush(30) == 0
     fresh_broker.kill()
     seg = max((fresh_broker.data_dir / f"{topic}-0").glob("*.log"))
-    size = seg.stat().st_size
-    with open(seg, "ab") as f:
+    size = data_end(seg)  # the file may run on with space reserved ahead (zeros): the torn batch goes after the data
+    with open(seg, "r+b") as f:
+        f.seek(size)
         f.write(b"\x00\x00\x00\x00\x00\x00\x00\x64\x00\x00\x01\x00" + b"torn" * 20)
     fresh_broker.start()
     assert seg.stat().st_size == size

@@ -28,7 +28,7 @@ from logbroker.protocol import ApiKey, api
 from logbroker.protocol.messages import encode_request
 from logbroker.protocol.records import NewRecord, build_batch
 from logbroker.testing.process import LOOPBACK, BrokerProcess, free_port
-from support import Wire, create_topic, eventually, log_since, log_size, read_topic, unique
+from support import Wire, create_topic, data_end, eventually, log_since, log_size, read_topic, unique
 
 DASHBOARD = Path(__file__).parent.parent / "examples" / "grafana" / "logbroker-dashboard.json"
 Sample = tuple[str, frozenset[tuple[str, str]]]
@@ -80,8 +80,8 @@ def delta(before: dict[Sample, float], after: dict[Sample, float], name: str, **
 
 
 def stored_bytes(broker: BrokerProcess, topic: str) -> int:
-    """Bytes of the topic's segment files on disk: what its batches take, read past the broker."""
-    return sum(f.stat().st_size for f in broker.data_dir.glob(f"{topic}-[0-9]*/*.log"))
+    """Bytes the topic's batches take in its segment files, read past the broker."""
+    return sum(data_end(f) for f in broker.data_dir.glob(f"{topic}-[0-9]*/*.log"))
 
 
 def raw_fetch(bootstrap: str, topic: str, partition: int, offset: int) -> int:

@@ -168,7 +168,7 @@ class BrokerContext:
         s = self.settings
         data = Path(s.data_dir)
         self._configs = BrokerConfigs(s, data)
-        self._logs = LogManager(data, self.log_defaults, self.max_open_files())
+        self._logs = LogManager(data, self.log_defaults, self.max_open_files(), s.log_preallocate_bytes)
         self.cluster_id = _cluster_id(data)
         self._producer_ids = ProducerIdAllocator(data / "__producer_ids")
         self._users = UserStore(data, self._logs.clean_start)

@@ -15,6 +15,9 @@ from collections import OrderedDict
 from pathlib import Path
 
 OPEN_FLAGS = os.O_RDWR | os.O_CREAT | os.O_APPEND
+# A log file is written at its logical end (`pwrite`), which may lie before space reserved past it; on Linux
+# O_APPEND would make every pwrite land at the file's physical end instead.
+POSITIONED_FLAGS = os.O_RDWR | os.O_CREAT
 
 
 class FileCache:
@@ -31,9 +34,9 @@ class FileCache:
         self.opens = 0
         self.evictions = 0
 
-    def handle(self, path: Path) -> FileHandle:
-        """A handle on `path`, opened (and created) when first used."""
-        return FileHandle(self, path)
+    def handle(self, path: Path, append: bool = True) -> FileHandle:
+        """A handle on `path`, opened (and created) when first used; `append=False` for positioned writes."""
+        return FileHandle(self, path, OPEN_FLAGS if append else POSITIONED_FLAGS)
 
     @property
     def open_count(self) -> int:
@@ -50,7 +53,7 @@ class FileCache:
                 del self._open[victim]
                 self.evictions += 1
                 victim._close(sync=True)
-        fd = os.open(h.path, OPEN_FLAGS, 0o644)
+        fd = os.open(h.path, h.flags, 0o644)
         self.opens += 1
         if self.limit is not None:
             self._open[h] = None
@@ -72,11 +75,12 @@ class FileHandle:
     answer reads the very bytes it promised even from an unlinked file. Many answers from one segment
     share its descriptor: a pin costs no descriptor of its own."""
 
-    __slots__ = ("_closing", "_fd", "cache", "path", "pins", "written")
+    __slots__ = ("_closing", "_fd", "cache", "flags", "path", "pins", "written")
 
-    def __init__(self, cache: FileCache, path: Path) -> None:
+    def __init__(self, cache: FileCache, path: Path, flags: int = OPEN_FLAGS) -> None:
         self.cache = cache
         self.path = path
+        self.flags = flags
         self._fd: int | None = None
         self.written = False
         self.pins = 0

@@ -102,9 +102,11 @@ class PartitionLog:
         clean_shutdown: bool,
         verify_crc: bool = True,
         files: FileCache | None = None,
+        preallocate: int = 0,
     ) -> None:
         self.dir = directory
         self.files = files  # the broker's descriptor budget (None: descriptors stay open)
+        self.preallocate = preallocate  # bytes the active segment reserves ahead of small appends (0: none)
         self.config = config
         self.verify_crc = verify_crc  # False: recovery keeps well-framed batches whose CRC fails (internal logs)
         directory.mkdir(parents=True, exist_ok=True)
@@ -162,6 +164,7 @@ class PartitionLog:
             self.segments.pop().delete()
         if not self.segments:
             self.segments.append(self._new_segment(self._stored_log_start() or 0))
+        self.segments[-1].preallocate = self.preallocate
         self.log_start_offset = max(self.segments[0].base_offset, self._stored_log_start() or 0)
         if self.truncations:  # the snapshot may remember batches that are gone: rebuild from the log
             (self.dir / PRODUCER_SNAPSHOT).unlink(missing_ok=True)
@@ -358,10 +361,13 @@ class PartitionLog:
 
     def roll(self) -> Segment:
         old = self.active
+        old.preallocate = 0
+        old.trim()  # only the active segment may end in reserved space: recovery checks only its tail
         old.sync()
         old.sync_indexes()
         self.unsynced.discard(old)
         seg = self._new_segment(old.next_offset)
+        seg.preallocate = self.preallocate
         self.segments.append(seg)
         self._write_producer_snapshot()
         return seg
@@ -514,6 +520,8 @@ class PartitionLog:
             os.fdatasync(fd)
 
     def close(self) -> None:
+        if self.active.trim():  # a clean stop leaves the file ending at its last batch
+            self.unsynced.add(self.active)
         self.sync()
         for s in self.segments:
             s.sync_indexes()

@@ -79,9 +79,12 @@ def parse_topic_configs(configs: Mapping[str, str | None], defaults: LogConfig) 
 class LogManager:
     """Owns the data directory (locked against a second broker) and every partition log in it."""
 
-    def __init__(self, data_dir: Path, defaults: LogConfig, max_open_files: int | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, defaults: LogConfig, max_open_files: int | None = None, preallocate: int = 0
+    ) -> None:
         self.data_dir = Path(data_dir)
         self.defaults = defaults
+        self.preallocate = preallocate  # bytes each active segment reserves ahead of small appends
         # Every partition's segment files share one budget of descriptors (see storage/files.py).
         self.files = FileCache(max_open_files)
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -119,7 +122,7 @@ class LogManager:
             self._by_id[meta.topic_id] = meta
             for i in range(meta.partitions):
                 self.logs[(meta.name, i)] = PartitionLog(
-                    self._part_dir(meta.name, i), cfg, self.clean_start, files=self.files
+                    self._part_dir(meta.name, i), cfg, self.clean_start, files=self.files, preallocate=self.preallocate
                 )
         # Partition directories of topics whose deletion was interrupted; and records without metadata.
         orphans: dict[str, list[str]] = {}
@@ -225,7 +228,9 @@ class LogManager:
                         )
                     shutil.rmtree(d)
                 made.append(d)
-                opened[(name, i)] = PartitionLog(d, cfg, clean_shutdown=True, files=self.files)
+                opened[(name, i)] = PartitionLog(
+                    d, cfg, clean_shutdown=True, files=self.files, preallocate=self.preallocate
+                )
         except OSError as exc:
             self._discard(name, opened, made)
             raise _storage_error(f"could not create partition {i} of topic {name!r}", exc) from None
