@@ -289,6 +289,7 @@ def test_native_workload_reports_broker_cpu_per_gb_and_request(tmp_path: Path, l
     every workload reports the broker's CPU per GB and per request, finite and non-zero (rates are not judged)."""
     import math
 
+    from logbroker.bench.model import NATIVE_WORKLOADS, ONE_PER_REQUEST_WORKLOADS
     from logbroker.bench.native import NativeSizes
 
     _native_tools()
@@ -300,17 +301,20 @@ def test_native_workload_reports_broker_cpu_per_gb_and_request(tmp_path: Path, l
     assert res["status"] == "ok", res.get("error")
     assert res["workloads"] == {"native": {"status": "ok"}, "scale": {"status": "ok"}}, res["workloads"]
     native = res["details"]["native"]
-    for key in ("produce_1p", "consume_1p", "produce_8p", "one_per_request", "produce_1000p", "connections"):
+    for key in NATIVE_WORKLOADS:
         for field in ("cpu_s_per_GB", "cpu_us_per_request"):
             value = res["metrics"][f"native_{key}_{field}"]
             assert math.isfinite(value) and value > 0, (key, field, value)
-        assert native[key]["records"] >= (200 if key == "one_per_request" else 20_000), key
+        assert native[key]["records"] >= (200 if key in ONE_PER_REQUEST_WORKLOADS else 20_000), key
         assert native[key]["broker_cpu_user_s"] + native[key]["broker_cpu_system_s"] == pytest.approx(
             native[key]["broker_cpu_s"]
         )
-    one = native["one_per_request"]
-    assert one["one_record_per_request"] and one["records_per_request_avg"] == 1.0
-    assert one["requests"] >= one["records"]  # one produce request per record (plus metadata requests)
+    for key in ONE_PER_REQUEST_WORKLOADS:
+        one = native[key]
+        assert one["one_record_per_request"] and one["records_per_request_avg"] == 1.0
+        assert one["requests"] >= one["records"]  # one produce request per record (plus metadata requests)
+    flushed = native["topic_one_per_request_flush"]
+    assert flushed["config"] == {"flush.messages": "1"} and flushed["created_by"] == "create_topics"
     assert native["connections"]["clients"] == 10 and native["connections"]["broker_connections"] >= 20
     assert native["produce_1p"]["records_per_request_avg"] > 100  # ~1 MB batches, not one record each
     scale = res["details"]["scale"]

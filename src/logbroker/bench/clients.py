@@ -173,8 +173,11 @@ def _topic_ready(client: Producer | AdminClient, topic: str, partitions: int = 1
     return all(part is not None and part.leader >= 0 for part in parts)
 
 
-def create_topic(bootstrap: str, topic: str, timeout: float = 30.0, partitions: int = 1) -> str:
-    """Create a fresh topic (1 partition by default); returns how (``create_topics`` or ``auto-create``).
+def create_topic(
+    bootstrap: str, topic: str, timeout: float = 30.0, partitions: int = 1, config: dict[str, str] | None = None
+) -> str:
+    """Create a fresh topic (1 partition by default, topic `config`); returns how (``create_topics`` or
+    ``auto-create``, which cannot set a config).
 
     Falls back to broker auto-creation (a producer's metadata request) for brokers that do not
     implement CreateTopics.
@@ -183,7 +186,7 @@ def create_topic(bootstrap: str, topic: str, timeout: float = 30.0, partitions: 
     method = "create_topics"
     try:
         futures = admin.create_topics(
-            [NewTopic(topic, num_partitions=partitions, replication_factor=1)],
+            [NewTopic(topic, num_partitions=partitions, replication_factor=1, config=dict(config or {}))],
             operation_timeout=timeout,
             request_timeout=timeout,
         )

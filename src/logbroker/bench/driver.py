@@ -53,6 +53,8 @@ from logbroker.bench.model import (
     METRICS,
     NATIVE_CONNECTIONS,
     NATIVE_PRODUCERS,
+    NATIVE_WORKLOADS,
+    ONE_PER_REQUEST_WORKLOADS,
     QUICK_DIVISOR,
     QUICK_GROUP_SAMPLES,
     QUICK_LATENCY_SAMPLES,
@@ -190,11 +192,11 @@ def _run_native_workload(
     gc.collect()
     if workload == "native":
         details, skipped = run_native(bootstrap, run_id, sizes, step)
-        for key in ("produce_1p", "consume_1p", "produce_8p", "one_per_request", "produce_1000p", "connections"):
+        for key in NATIVE_WORKLOADS:
             got = details.get(key)
             if got is None:
                 continue
-            rate = "records_per_s" if key == "one_per_request" else "MB_per_s"
+            rate = "records_per_s" if key in ONE_PER_REQUEST_WORKLOADS else "MB_per_s"
             metrics[f"native_{key}_{rate}"] = got[rate]
             for field in ("cpu_s_per_GB", "cpu_us_per_request"):
                 if got.get(field) is not None:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from logbroker.bench.clients import create_topic as create_topic_fn
-from logbroker.bench.model import MB, BenchError
+from logbroker.bench.model import MB, ONE_PER_REQUEST_WORKLOADS, BenchError
 from logbroker.bench.procstat import BrokerView
 
 LOADGEN_SRC = Path(__file__).with_name("loadgen")
@@ -52,6 +52,9 @@ BATCH_PROPS = (
 # no waiting for company (linger 0) and one request in flight, so a request carries one partition's
 # single-record batch. The producer's own records-per-request-avg metric checks it.
 ONE_PER_REQUEST_PROPS = ("acks=all", "batch.size=1", "linger.ms=0", "max.in.flight.requests.per.connection=1")
+# The same on a topic whose every append is flushed to disk before it is acknowledged: Kafka's own way to
+# give logbroker's default promise (UnifiedLog flushes in the append once flush.messages are unflushed).
+FLUSH_EACH_APPEND = {"flush.messages": "1"}
 
 
 class ToolMissing(Exception):
@@ -364,7 +367,7 @@ Step = Callable[[str, int], Callable[[int], None]]
 
 
 def run_native(bootstrap: str, run_id: str, sizes: NativeSizes, step: Step) -> tuple[dict[str, Any], dict[str, str]]:
-    """The six native workloads on fresh topics: (details per workload, skip reasons per workload).
+    """The native workloads (model.NATIVE_WORKLOADS) on fresh topics: (details per workload, skip reasons per workload).
 
     The consume reads back what the 1-partition produce wrote, so it is skipped with it.
     """
@@ -372,12 +375,13 @@ def run_native(bootstrap: str, run_id: str, sizes: NativeSizes, step: Step) -> t
     n, done, skipped = sizes.records_1kb, {}, {}
     details: dict[str, Any] = {"broker_pids": view.pids if view else None}
 
-    def topic(key: str, partitions: int = 1) -> str:
+    def topic(key: str, partitions: int = 1, config: dict[str, str] | None = None) -> str:
         name = f"native-{key.replace('_', '-')}-{run_id}"
         details[f"topic_{key}"] = {
             "name": name,
             "partitions": partitions,
-            "created_by": create_topic_fn(bootstrap, name, partitions=partitions, timeout=300.0),
+            "config": config or {},
+            "created_by": create_topic_fn(bootstrap, name, partitions=partitions, timeout=300.0, config=config),
         }
         return name
 
@@ -397,9 +401,11 @@ def run_native(bootstrap: str, run_id: str, sizes: NativeSizes, step: Step) -> t
 
         return run
 
-    def perf(key: str, records: int, size: int, props: tuple[str, ...]) -> Callable[[Callable[[], None]], Sample]:
+    def perf(
+        key: str, records: int, size: int, props: tuple[str, ...], config: dict[str, str] | None = None
+    ) -> Callable[[Callable[[], None]], Sample]:
         def run(mark: Callable[[], None]) -> Sample:
-            name = topic(key)
+            name = topic(key, config=config)
             mark()  # the topic's creation is not the workload
             return producer_perf(bootstrap, name, records, size, props)
 
@@ -421,6 +427,10 @@ def run_native(bootstrap: str, run_id: str, sizes: NativeSizes, step: Step) -> t
         ("consume_1p", consume),
         ("produce_8p", lb("produce_8p", 8, sizes.producers)),
         ("one_per_request", perf("one_per_request", sizes.one_per_request, 100, ONE_PER_REQUEST_PROPS)),
+        (
+            "one_per_request_flush",
+            perf("one_per_request_flush", sizes.one_per_request, 100, ONE_PER_REQUEST_PROPS, FLUSH_EACH_APPEND),
+        ),
         ("produce_1000p", lb("produce_1000p", 1000, sizes.producers, rr=True)),
         ("connections", lb("connections", 8, _connections_to_clients(sizes.connections))),
     ]
@@ -435,10 +445,10 @@ def run_native(bootstrap: str, run_id: str, sizes: NativeSizes, step: Step) -> t
             skipped[key] = str(exc)
         on_step(1)
     details.update(done)
-    one = done.get("one_per_request")
-    if one is not None:
-        rpr = one.get("records_per_request_avg")
-        one["one_record_per_request"] = rpr is not None and abs(rpr - 1.0) < 1e-9
+    for key in ONE_PER_REQUEST_WORKLOADS:
+        if (one := done.get(key)) is not None:
+            rpr = one.get("records_per_request_avg")
+            one["one_record_per_request"] = rpr is not None and abs(rpr - 1.0) < 1e-9
     return details, skipped
 
 

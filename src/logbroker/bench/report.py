@@ -132,7 +132,8 @@ def _run_summary(p: dict[str, Any]) -> str:
     if "native" in selected and native:
         parts.append(
             f"native: {native['records_1kb']:,} x 1KB per produce (Kafka's perf tools, franz-go), "
-            f"{native['one_per_request']:,} x 100B one per request; broker CPU per GB / per request"
+            f"{native['one_per_request']:,} x 100B one per request (default topic, and flush.messages=1); "
+            "broker CPU per GB / per request"
         )
     if "scale" in selected and native:
         parts.append(
