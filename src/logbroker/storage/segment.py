@@ -29,6 +29,10 @@ _I32 = struct.Struct(">i")
 _OFFSET_AND_LENGTH = struct.Struct(">qi")  # a batch's base offset and length, its first 12 bytes
 # Batches walked (one 12-byte pread each) past the last indexed position a zero-copy read may end at.
 _RANGE_WALK = 64
+# A segment reserves space ahead (Segment._reserve) only once it holds this much: a partition that gets a few
+# records pays no fallocate and no unused space (10,000 partitions of 20 KB each, synced in shared rounds,
+# measured 10-25% slower when every one reserved).
+RESERVE_AFTER = 64 << 10
 
 
 class FileRange:
@@ -340,7 +344,7 @@ class Segment:
         end = start + len(data)
         fd = self._log.fd
         self._log.written = True
-        if end > self.allocated and 0 < len(data) < self.preallocate:
+        if end > self.allocated and 0 < len(data) < self.preallocate and start >= RESERVE_AFTER:
             self._reserve(fd, end + self.preallocate)
         n = os.pwrite(fd, data, start)
         if n != len(data):  # a short write on a regular file means the disk is full
