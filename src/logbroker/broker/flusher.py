@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from logbroker.config import FsyncPolicy
 from logbroker.storage import PartitionLog
+from logbroker.storage.files import Unsynced
 
 from .metrics import FlushStats
 
@@ -125,13 +126,13 @@ class Flusher:
         self._wake.set()
         await fut
 
-    def _take(self) -> list[int]:
-        fds: list[int] = []
+    def _take(self) -> list[Unsynced]:
+        targets: list[Unsynced] = []
         for plog in self._dirty:
-            fds.extend(plog.take_unsynced())
+            targets.extend(plog.take_unsynced())
         self._dirty.clear()
         self._dirty_bytes = 0
-        return fds
+        return targets
 
     async def _group_commit_loop(self) -> None:
         while True:
@@ -158,25 +159,30 @@ class Flusher:
                     if not w.done():
                         w.set_exception(exc)
 
-    async def _sync(self, fds: list[int]) -> None:
-        """One fdatasync round over `fds` on the fsync thread, timed (a failed round counts as an error)."""
+    async def _sync(self, targets: list[Unsynced]) -> None:
+        """One fdatasync round over `targets` on the fsync thread, timed (a failed round counts as an error).
+        Once it succeeded, the files know which of their writes it covered (a later close need not sync)."""
         start = time.monotonic()
         try:
-            await asyncio.get_running_loop().run_in_executor(self._pool, _sync_fds, fds)
+            await asyncio.get_running_loop().run_in_executor(self._pool, _sync_fds, [t.fd for t in targets])
         except OSError:
             self.stats.errors += 1
             raise
+        for t in targets:
+            t.synced()
         self.stats.rounds.observe(time.monotonic() - start)
 
-    def _sync_inline(self, fds: list[int]) -> None:
+    def _sync_inline(self, targets: list[Unsynced]) -> None:
         """One round on the event loop's own thread (see the module docstring); errors as `_sync`'s."""
         start = time.monotonic()
         try:
-            _sync_fds(fds)
+            _sync_fds([t.fd for t in targets])
         except OSError as exc:
             self.stats.errors += 1
             log.error("fdatasync failed: %s", exc)
             raise
+        for t in targets:
+            t.synced()
         self.stats.rounds.observe(time.monotonic() - start)
         self.rounds += 1
         self.inline_rounds += 1

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from collections import OrderedDict
 from pathlib import Path
+from typing import NamedTuple
 
 OPEN_FLAGS = os.O_RDWR | os.O_CREAT | os.O_APPEND
 # A log file is written at its logical end (`pwrite`), which may lie before space reserved past it; on Linux
@@ -68,21 +69,25 @@ class FileCache:
 
 
 class FileHandle:
-    """One segment file: `fd` opens it on demand; `written` marks data the next close must sync.
+    """One segment file: `fd` opens it on demand; `written` says whether it holds writes no sync covered
+    (`writes` counts them, `synced` is the count the last sync covered), which a close must then sync.
+    Rounds of the fsync thread report what they covered (`covered`), so that closing a descriptor whose
+    data a round already synced (the budget evicting it, usually) costs no second fdatasync.
 
     `pin` keeps the descriptor open for an answer being sent from it (sendfile): the cache does not
     evict it, and a close (retention, compaction, a deleted topic) waits for the last `unpin`, so the
     answer reads the very bytes it promised even from an unlinked file. Many answers from one segment
     share its descriptor: a pin costs no descriptor of its own."""
 
-    __slots__ = ("_closing", "_fd", "cache", "flags", "path", "pins", "written")
+    __slots__ = ("_closing", "_fd", "cache", "flags", "path", "pins", "synced", "writes")
 
     def __init__(self, cache: FileCache, path: Path, flags: int = OPEN_FLAGS) -> None:
         self.cache = cache
         self.path = path
         self.flags = flags
         self._fd: int | None = None
-        self.written = False
+        self.writes = 0
+        self.synced = 0
         self.pins = 0
         self._closing = False  # closed while pinned: the descriptor goes with the last pin
 
@@ -94,6 +99,18 @@ class FileHandle:
         else:
             self.cache._touch(self)
         return fd
+
+    @property
+    def written(self) -> bool:
+        return self.writes != self.synced
+
+    def wrote(self) -> None:
+        self.writes += 1
+
+    def covered(self, writes: int) -> None:
+        """A sync that started when `writes` writes were made has completed."""
+        if writes > self.synced:
+            self.synced = writes
 
     @property
     def open_fd(self) -> int | None:
@@ -115,14 +132,16 @@ class FileHandle:
 
     def sync(self) -> None:
         if self._fd is not None and self.written:
+            writes = self.writes
             os.fdatasync(self._fd)
+            self.covered(writes)
 
     def _close(self, sync: bool) -> None:
         if self.pins:  # an answer is being sent from it: closed with the last pin (see the class)
             self._closing = True
             if sync and self.written and self._fd is not None:
                 os.fdatasync(self._fd)
-                self.written = False
+                self.synced = self.writes
             return
         fd, self._fd = self._fd, None
         if fd is None:
@@ -131,7 +150,7 @@ class FileHandle:
             if sync and self.written:
                 os.fdatasync(fd)
         finally:
-            self.written = False
+            self.synced = self.writes
             os.close(fd)
 
     def close(self) -> None:
@@ -141,6 +160,18 @@ class FileHandle:
             self._close(sync=False)
         except OSError:
             pass
+
+
+class Unsynced(NamedTuple):
+    """A descriptor handed to the fsync thread, and how many writes of its file the sync will cover."""
+
+    fd: int
+    handle: FileHandle
+    writes: int
+
+    def synced(self) -> None:
+        """The sync succeeded (called back on the thread that owns the handle)."""
+        self.handle.covered(self.writes)
 
 
 def fsync_dir(path: Path) -> None:

@@ -24,7 +24,7 @@ from logbroker.protocol.records import (
 )
 
 from .compaction import complete_swaps
-from .files import FileCache, fsync_dir
+from .files import FileCache, Unsynced, fsync_dir
 from .producers import BatchMeta, CompletedTxn, ProducerEntry, ProducerStateTable
 from .segment import FileRange, Segment, Truncation
 from .txnindex import AbortedTxn
@@ -508,16 +508,17 @@ class PartitionLog:
 
     # ------------------------------------------------------------------ durability
 
-    def take_unsynced(self) -> list[int]:
-        """File descriptors written since the last sync; the caller fdatasyncs them off the loop. A segment
-        whose descriptor the budget closed meanwhile was synced as it was closed."""
-        fds = [fd for s in self.unsynced if (fd := s.open_fd) is not None]
+    def take_unsynced(self) -> list[Unsynced]:
+        """Descriptors written since the last sync; the caller fdatasyncs them off the loop, then calls
+        `synced()` on each. A segment whose descriptor the budget closed meanwhile was synced as it closed."""
+        targets = [t for s in self.unsynced if (t := s.unsynced()) is not None]
         self.unsynced.clear()
-        return fds
+        return targets
 
     def sync(self) -> None:
-        for fd in self.take_unsynced():
-            os.fdatasync(fd)
+        for t in self.take_unsynced():
+            os.fdatasync(t.fd)
+            t.synced()
 
     def close(self) -> None:
         if self.active.trim():  # a clean stop leaves the file ending at its last batch

@@ -20,7 +20,7 @@ from logbroker.protocol.records import (
     parse_header,
 )
 
-from .files import FileCache, FileHandle
+from .files import FileCache, FileHandle, Unsynced
 from .txnindex import TxnIndex
 
 _OFFSET_ENTRY = struct.Struct(">ii")  # relative offset, file position
@@ -134,6 +134,7 @@ class Segment:
         self.next_offset = base_offset
         self._bytes_since_index = 0
         self._index: FileHandle | None = None
+        self._indexes_dirty = False  # index entries written since the last sync_indexes
         self._time: FileHandle | None = None
 
     # ------------------------------------------------------------------ index files
@@ -165,10 +166,12 @@ class Segment:
         """The log file's descriptor, opened again if the budget closed it."""
         return self._log.fd
 
-    @property
-    def open_fd(self) -> int | None:
-        """The log file's descriptor if it is open now (a closed one was synced when it was closed)."""
-        return self._log.open_fd
+    def unsynced(self) -> Unsynced | None:
+        """The log file's descriptor for the fsync thread, if it is open and holds writes no sync covered
+        (a closed one was synced when it was closed)."""
+        h = self._log
+        fd = h.open_fd
+        return None if fd is None or not h.written else Unsynced(fd, h, h.writes)
 
     def load_indexes(self) -> bool:
         """Load index files; returns False when they are missing or inconsistent with the log."""
@@ -320,21 +323,25 @@ class Segment:
             self.idx_positions.append(h.position)
             assert self._index is not None
             os.write(self._index.fd, _OFFSET_ENTRY.pack(rel, h.position))
-            self._index.written = True
+            self._indexes_dirty = True
             if self.max_timestamp > (self.time_stamps[-1] if self.time_stamps else -1):
                 self.time_stamps.append(self.max_timestamp)
                 self.time_offsets.append(self.max_timestamp_rel)
                 assert self._time is not None
                 os.write(self._time.fd, _TIME_ENTRY.pack(self.max_timestamp, self.max_timestamp_rel))
-                self._time.written = True
             self._bytes_since_index = 0
         self._bytes_since_index += size
         self.next_offset = h.next_offset
 
     def sync_indexes(self) -> None:
-        for h in (self._index, self._time):
-            if h is not None:
-                h.sync()
+        """Make the index files durable (a roll, a stop, a recovery). Their descriptors are never synced
+        when the budget closes them: indexes can be rebuilt from the log, and a crash recovers the active
+        segment's from the log anyway; an fdatasync on a reopened descriptor syncs what the old one wrote."""
+        if self._indexes_dirty:
+            for h in (self._index, self._time):
+                if h is not None:
+                    os.fdatasync(h.fd)
+            self._indexes_dirty = False
         self.txn.sync()
 
     # ------------------------------------------------------------------ append / read
@@ -343,7 +350,7 @@ class Segment:
         start = self.size
         end = start + len(data)
         fd = self._log.fd
-        self._log.written = True
+        self._log.wrote()
         if end > self.allocated and 0 < len(data) < self.preallocate and start >= RESERVE_AFTER:
             self._reserve(fd, end + self.preallocate)
         n = os.pwrite(fd, data, start)
@@ -497,7 +504,7 @@ class Segment:
             return False
         os.ftruncate(self.fd, self.size)
         self.allocated = self.size
-        self._log.written = True
+        self._log.wrote()
         return True
 
     def sync(self) -> None:
