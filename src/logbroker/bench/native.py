@@ -354,6 +354,12 @@ class NativeSizes:
 
 
 CLIENT_CONNECTIONS = 2  # lbload's franz-go clients each hold two: metadata (seed) and produce
+# Records each client of a many-connection workload sends at least. With 200,000 records over 250 clients
+# each sent one ~800 KB request: the whole workload was a half-second burst, and Kafka's rate swung from
+# 193 to 427 MB/s between runs (logbroker's from 323 to 391). 4,000 x 1 KB make it several seconds; a
+# scale point's 2,500 clients get 400 each (1 GB in all).
+CONNECTIONS_RECORDS_PER_CLIENT = 4_000
+SCALE_RECORDS_PER_CLIENT = 400
 # One CreateTopics may not add more than 10,000 metadata records (Kafka's MAX_RECORDS_PER_USER_OP, which
 # logbroker keeps): a topic of 10,000 partitions is 10,001 of them, so larger points use several topics.
 SCALE_TOPIC_PARTITIONS = 5_000
@@ -385,14 +391,16 @@ def run_native(bootstrap: str, run_id: str, sizes: NativeSizes, step: Step) -> t
         }
         return name
 
-    def lb(key: str, partitions: int, clients: int, rr: bool = False) -> Callable[[Callable[[], None]], Sample]:
+    def lb(
+        key: str, partitions: int, clients: int, rr: bool = False, per_client: int = 0
+    ) -> Callable[[Callable[[], None]], Sample]:
         def run(mark: Callable[[], None]) -> Sample:
             name = topic(key, partitions)
             return lbload(
                 bootstrap,
                 name,
                 clients=clients,
-                records=n,
+                records=max(n, clients * per_client),
                 size=1024,
                 round_robin=rr,
                 partitions=partitions,
@@ -432,7 +440,10 @@ def run_native(bootstrap: str, run_id: str, sizes: NativeSizes, step: Step) -> t
             perf("one_per_request_flush", sizes.one_per_request, 100, ONE_PER_REQUEST_PROPS, FLUSH_EACH_APPEND),
         ),
         ("produce_1000p", lb("produce_1000p", 1000, sizes.producers, rr=True)),
-        ("connections", lb("connections", 8, _connections_to_clients(sizes.connections))),
+        (
+            "connections",
+            lb("connections", 8, _connections_to_clients(sizes.connections), per_client=CONNECTIONS_RECORDS_PER_CLIENT),
+        ),
     ]
     for key, make in plan:
         on_step = step(f"native {key}", 1)
@@ -511,7 +522,7 @@ def _scale_point(
             bootstrap,
             ",".join(names),
             clients=clients,
-            records=max(sizes.scale_records, clients),
+            records=max(sizes.scale_records, clients * SCALE_RECORDS_PER_CLIENT),
             size=1024,
             round_robin=True,
             partitions=per_topic,

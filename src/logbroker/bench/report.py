@@ -131,7 +131,8 @@ def _run_summary(p: dict[str, Any]) -> str:
     native = p.get("native") or {}
     if "native" in selected and native:
         parts.append(
-            f"native: {native['records_1kb']:,} x 1KB per produce (Kafka's perf tools, franz-go), "
+            f"native: {native['records_1kb']:,} x 1KB per produce (Kafka's perf tools, franz-go; at least 4,000 "
+            "per client with 500 connections), "
             f"{native['one_per_request']:,} x 100B one per request (default topic, and flush.messages=1); "
             "broker CPU per GB / per request"
         )
