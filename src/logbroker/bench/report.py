@@ -17,7 +17,8 @@ from typing import Any
 import confluent_kafka
 from rich.table import Table
 
-from logbroker.bench.model import METRICS, WORKLOADS, Metric
+from logbroker.bench.model import METRICS, NATIVE_CONNECTIONS, WORKLOADS, Metric
+from logbroker.bench.native import CONNECTIONS_RECORDS_PER_CLIENT
 
 
 def _pkg_version(name: str) -> str | None:
@@ -131,8 +132,8 @@ def _run_summary(p: dict[str, Any]) -> str:
     native = p.get("native") or {}
     if "native" in selected and native:
         parts.append(
-            f"native: {native['records_1kb']:,} x 1KB per produce (Kafka's perf tools, franz-go; at least 4,000 "
-            "per client with 500 connections), "
+            f"native: {native['records_1kb']:,} x 1KB per produce (Kafka's perf tools, franz-go; at least "
+            f"{CONNECTIONS_RECORDS_PER_CLIENT:,} per client with {NATIVE_CONNECTIONS} connections), "
             f"{native['one_per_request']:,} x 100B one per request (default topic, and flush.messages=1); "
             "broker CPU per GB / per request"
         )

@@ -164,7 +164,6 @@ class PartitionLog:
             self.segments.pop().delete()
         if not self.segments:
             self.segments.append(self._new_segment(self._stored_log_start() or 0))
-        self.segments[-1].preallocate = self.preallocate
         self.log_start_offset = max(self.segments[0].base_offset, self._stored_log_start() or 0)
         if self.truncations:  # the snapshot may remember batches that are gone: rebuild from the log
             (self.dir / PRODUCER_SNAPSHOT).unlink(missing_ok=True)
@@ -314,7 +313,7 @@ class PartitionLog:
         end = assign_offsets(buf, headers, base)
         if self.config.log_append_time:
             stamp_log_append_time(buf, headers, now)
-        seg.append(buf, headers)
+        seg.append(buf, headers, self.preallocate)
         for h in headers:
             self.producers.update(h)
         self.unsynced.add(seg)
@@ -337,7 +336,7 @@ class PartitionLog:
             seg = self.roll()
         base = self.next_offset
         assign_offsets(buf, [header], base)
-        seg.append(buf, [header])
+        seg.append(buf, [header], self.preallocate)
         self.unsynced.add(seg)
         done = self.producers.end_txn(producer_id, producer_epoch, base, not commit, coordinator_epoch, now)
         if done is not None and done.aborted:
@@ -361,13 +360,11 @@ class PartitionLog:
 
     def roll(self) -> Segment:
         old = self.active
-        old.preallocate = 0
         old.trim()  # only the active segment may end in reserved space: recovery checks only its tail
         old.sync()
         old.sync_indexes()
         self.unsynced.discard(old)
         seg = self._new_segment(old.next_offset)
-        seg.preallocate = self.preallocate
         self.segments.append(seg)
         self._write_producer_snapshot()
         return seg

@@ -121,8 +121,6 @@ class Segment:
         self.size = os.fstat(self._log.fd).st_size  # where the data ends (the next batch goes here)
         # The file's length: past `size` while space reserved ahead of small appends is unused (zeros).
         self.allocated = self.size
-        # Bytes to reserve ahead when a small append needs space (the owning log sets it on its active segment).
-        self.preallocate = 0
         self.created_ms = created_ms
         # In-memory copies of the indexes: relative offsets / positions / timestamps.
         self.idx_offsets: list[int] = []
@@ -346,13 +344,15 @@ class Segment:
 
     # ------------------------------------------------------------------ append / read
 
-    def append(self, data: bytes | bytearray | memoryview, headers: list[BatchHeader]) -> None:
+    def append(self, data: bytes | bytearray | memoryview, headers: list[BatchHeader], reserve: int = 0) -> None:
+        """Write whole batches at the data's end; an append smaller than `reserve` that needs space first
+        reserves that much ahead (see `_reserve`)."""
         start = self.size
         end = start + len(data)
         fd = self._log.fd
         self._log.wrote()
-        if end > self.allocated and 0 < len(data) < self.preallocate and start >= RESERVE_AFTER:
-            self._reserve(fd, end + self.preallocate)
+        if end > self.allocated and 0 < len(data) < reserve and start >= RESERVE_AFTER:
+            self._reserve(fd, end + reserve)
         n = os.pwrite(fd, data, start)
         if n != len(data):  # a short write on a regular file means the disk is full
             os.ftruncate(fd, start)
@@ -487,8 +487,8 @@ class Segment:
 
     def _reserve(self, fd: int, upto: int) -> None:
         """Extend the file to `upto` (rounded to a page) with allocated zeros, so that the fdatasync of the
-        small appends that fill it has no file length to commit: ~125 us instead of ~185 us here
-        (docs/design.md, "Preallocation"). Without space, or support, appends extend the file themselves."""
+        small appends that fill it has no file length to commit: ~129 us instead of ~190 us here
+        (docs/design.md, "fsync policy"). Without space, or support, appends extend the file themselves."""
         upto = -(-upto // 4096) * 4096
         try:
             os.posix_fallocate(fd, self.allocated, upto - self.allocated)
