@@ -390,6 +390,9 @@ WRONG_TRANSPORT_SAYS = {
     ("java", "plaintext-client-on-tls-port"): "TimeoutException",
     ("java", "tls-client-on-plaintext-port"): "TimeoutException",
 }
+# Kafka's TLS alert reaches kafka-python in some runs before the close does: it then reads the alert's record
+# header (15 03 03 00) as a frame length. Only Kafka sends the alert, so logbroker must always say the first.
+KAFKA_ALSO_SAYS = {("kafka-python", "plaintext-client-on-tls-port"): "Invalid frame length: 352518912"}
 
 
 @pytest.mark.parametrize("case", list(WRONG_TRANSPORT))
@@ -399,7 +402,10 @@ def test_wrong_transport(secure: SecureBroker, client: str, case: str, caplog: p
     the connection), and the broker keeps serving everyone else."""
     protocol, listener = WRONG_TRANSPORT[case]
     text, elapsed = wrong_transport_error(client, secure, protocol, listener, caplog)
-    assert WRONG_TRANSPORT_SAYS[client, case] in text, text
+    says = [WRONG_TRANSPORT_SAYS[client, case]]
+    if secure.name == "kafka" and (client, case) in KAFKA_ALSO_SAYS:
+        says.append(KAFKA_ALSO_SAYS[client, case])
+    assert any(s in text for s in says), text
     assert elapsed < (10 if client == "java" else 2), (elapsed, text)
     topic = create_topic(secure.bootstrap("PLAINTEXT"), unique("after-wrong"))
     assert run_confluent(secure, topic, unique("g"), client_config("confluent", secure, "SSL")) == VALUES

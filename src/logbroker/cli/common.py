@@ -478,6 +478,30 @@ class Admin:
             out[key] = exc if exc is not None else fut.result()
         return out
 
+    def list_offsets(self, specs: Mapping[Any, Any], what: str = "list offsets") -> dict[Any, Any]:
+        """ListOffsets of each TopicPartition at its OffsetSpec: the ListOffsetsResultInfo or the exception.
+        Partitions that fail with a retriable error (NOT_LEADER_OR_FOLLOWER while Kafka still installs a new
+        leader it already shows in Metadata) are asked again until the command's timeout."""
+        from logbroker._kafka.errors import kafka_error_of
+
+        out: dict[Any, Any] = {}
+        pending = dict(specs)
+        deadline = time.monotonic() + self.timeout
+        while pending:
+            futures = self.call(self.client.list_offsets, pending, what=what)
+            outcomes = self.results({tp: futures[tp] for tp in futures}, what)
+            retry = {}
+            for tp, outcome in outcomes.items():
+                ke = kafka_error_of(outcome) if isinstance(outcome, BaseException) else None
+                if ke is not None and ke.retriable() and time.monotonic() < deadline:
+                    retry[tp] = pending[tp]
+                else:
+                    out[tp] = outcome
+            pending = retry
+            if pending:
+                time.sleep(0.1)
+        return out
+
     def call(self, fn: Callable[..., Any], *args: Any, what: str = "", **kwargs: Any) -> Any:
         """Start an admin call (bad arguments refused by confluent-kafka are bad input, exit 2)."""
         from confluent_kafka import KafkaException

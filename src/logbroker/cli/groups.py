@@ -166,9 +166,8 @@ def _offsets(a: Admin, tps: list[TP], spec: Any, strict: bool = True) -> dict[TP
     if not tps:
         return {}
     what = "list offsets"
-    futures = a.call(a.client.list_offsets, {TopicPartition(t, p): spec for t, p in tps}, what=what)
     out: dict[TP, int] = {}
-    for tp, outcome in a.results(futures, what).items():
+    for tp, outcome in a.list_offsets({TopicPartition(t, p): spec for t, p in tps}, what).items():
         if isinstance(outcome, BaseException):
             if strict:
                 raise kafka_failure(outcome, f"list offsets of {tp.topic}-{tp.partition}")

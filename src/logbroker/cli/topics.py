@@ -169,9 +169,11 @@ def topics_describe(bootstrap: str, security: KafkaSettings | None, name: str, a
         cfg_futures = a.call(a.client.describe_configs, [res], what=f"describe configs of {name}")
         ends: dict[str, dict[int, int]] = {}
         for label, spec in (("start", OffsetSpec.earliest()), ("end", OffsetSpec.latest())):
-            futures = a.call(a.client.list_offsets, {TopicPartition(name, p.id): spec for p in parts},
-                             what=f"list offsets of {name}")  # fmt: skip
-            ends[label] = {tp.partition: a.result(f, f"list offsets of {name}").offset for tp, f in futures.items()}
+            got = a.list_offsets({TopicPartition(name, p.id): spec for p in parts}, f"list offsets of {name}")
+            for outcome in got.values():
+                if isinstance(outcome, BaseException):
+                    raise kafka_failure(outcome, f"list offsets of {name}")
+            ends[label] = {tp.partition: outcome.offset for tp, outcome in got.items()}
         entries = a.result(cfg_futures[res], f"describe configs of {name}")
         sizes = _sizes(bootstrap, security, name, {p.id: p.leader.id if p.leader else -1 for p in parts})
     report = {
