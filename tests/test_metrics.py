@@ -25,13 +25,15 @@ from confluent_kafka.admin import AdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from logbroker.protocol import ApiKey, api
-from logbroker.protocol.messages import encode_request
+from logbroker.protocol.apis import ApiSpec
+from logbroker.protocol.messages import decode_response, encode_request
 from logbroker.protocol.records import NewRecord, build_batch
 from logbroker.testing.process import LOOPBACK, BrokerProcess, free_port
 from support import Wire, create_topic, data_end, eventually, log_since, log_size, read_topic, unique
 
 DASHBOARD = Path(__file__).parent.parent / "examples" / "grafana" / "logbroker-dashboard.json"
 Sample = tuple[str, frozenset[tuple[str, str]]]
+SPEC_PRODUCE = ApiSpec(api(ApiKey.Produce), 9, 9)
 
 
 @pytest.fixture(scope="module")
@@ -252,6 +254,41 @@ def test_connections_by_listener(served: BrokerProcess) -> None:
     assert delta(before, after, "logbroker_connections_accepted_total", listener="PLAINTEXT") == 1
     assert delta(before, after, "logbroker_connections", listener="PLAINTEXT") == 0
     assert value(after, "logbroker_connections_refused_total", listener="PLAINTEXT") == 0
+
+
+def test_a_deep_pipeline_is_muted_once_per_half_not_once_per_answer(served: BrokerProcess) -> None:
+    """A client with more produces in flight than max_pipelined_requests (100; librdkafka allows a million)
+    gets every answer in order; reading its connection pauses at 100 and resumes once 50 are answered, so a
+    pipeline of 400 mutes it about 8 times, not at nearly every answer (as when resuming at 99)."""
+    topic = unique("pipeline")
+    create_topic(served.bootstrap, topic)
+    req_cls = api(ApiKey.Produce).request
+    p = req_cls.TopicProduceData
+    count = 400
+
+    def one(cid: int) -> bytes:
+        data = [p.PartitionProduceData(index=0, records=build_batch([NewRecord(None, b"v%d" % cid)]))]
+        topics = [p(name=topic, partition_data=data)]
+        body = req_cls(transactional_id=None, acks=-1, timeout_ms=10_000, topic_data=topics)
+        return encode_request(SPEC_PRODUCE, 9, cid, "pipeliner", body)
+
+    frames = b"".join(one(cid) for cid in range(1, count + 1))
+    before = scrape(served)
+    raw = Wire(served.bootstrap, timeout=30)
+    try:
+        raw.sock.sendall(frames)
+        offsets = []
+        for cid in range(1, count + 1):
+            got, resp = decode_response(SPEC_PRODUCE, 9, raw.recv_raw())
+            assert got == cid
+            [pr] = resp.responses[0].partition_responses
+            assert pr.error_code == 0
+            offsets.append(pr.base_offset)
+    finally:
+        raw.close()
+    assert offsets == list(range(count))
+    mutes = delta(before, scrape(served), "logbroker_connection_mutes_total", listener="PLAINTEXT")
+    assert 1 <= mutes <= count // 25, mutes
 
 
 def test_garbage_does_not_grow_labels(served: BrokerProcess) -> None:

@@ -138,7 +138,7 @@ class TopicStats:
 class ListenerStats:
     """Kafka's socket-server metrics of one listener (connection-creation-total, failed-authentication-total...)."""
 
-    __slots__ = ("accepted", "closed", "failed_auth", "protocol_errors", "refused", "succeeded_auth")
+    __slots__ = ("accepted", "closed", "failed_auth", "mutes", "protocol_errors", "refused", "succeeded_auth")
 
     def __init__(self) -> None:
         self.accepted = 0
@@ -147,6 +147,7 @@ class ListenerStats:
         self.failed_auth = 0
         self.succeeded_auth = 0
         self.protocol_errors = 0
+        self.mutes = 0  # reading a connection paused (back-pressure)
 
 
 class FlushStats:
@@ -405,6 +406,8 @@ class _BrokerCollector(Collector):
             ("failed_auth", "logbroker_failed_authentications", "failed TLS or SASL authentications"),
             ("succeeded_auth", "logbroker_successful_authentications", "TLS client certificates and SASL logins"),
             ("protocol_errors", "logbroker_protocol_errors", "connections closed for a request that cannot be served"),
+            ("mutes", "logbroker_connection_mutes", "times a connection stopped being read: too many requests in "
+             "progress, an exclusive request, unsent answers or the broker-wide memory bound"),
         )
         for attr, name, doc in families:
             family = CounterMetricFamily(name, doc, labels=["listener"])
