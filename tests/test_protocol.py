@@ -51,6 +51,7 @@ from logbroker.protocol.messages import (
     parse_request_header,
 )
 from logbroker.protocol.primitives import read_uvarint
+from logbroker.protocol.produce import partition_response
 from logbroker.protocol.records import (
     BASE_OFFSET,
     CRC,
@@ -83,6 +84,7 @@ MAX_UNSIGNED_VARINT = (1 << 32) - 1
 
 TEXT = st.text(st.characters(codec="utf-8"), max_size=12)
 INT32 = st.integers(-(1 << 31), (1 << 31) - 1)
+INT64 = st.integers(-(1 << 63), (1 << 63) - 1)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -266,6 +268,30 @@ def test_produce_records_stay_views_into_the_frame(version: int, data: st.DataOb
     cut = data.draw(st.integers(body_start, len(frame) - 1), label="cut")
     with pytest.raises(ProtocolError, match=f"ProduceRequest v{version}"):
         parse_request(frame[:cut], APIS)
+
+
+@pytest.mark.parametrize("version", PRODUCE_VERSIONS)
+@SOME
+@given(data=st.data())
+def test_produce_partition_answers_encode_as_the_codecs(version: int, data: st.DataObject) -> None:
+    """The handler's quick PartitionProduceResponse encodes to the same bytes as the codec's own object."""
+    spec = APIS[0]
+    PR = spec.response.TopicProduceResponse.PartitionProduceResponse
+    RE = PR.BatchIndexAndErrorMessage
+    index, error, base, start, append = (data.draw(INT32), data.draw(st.integers(-1, 120)), data.draw(INT64),
+                                         data.draw(INT64), data.draw(INT64))  # fmt: skip
+    message = data.draw(st.none() | st.text(max_size=40))
+    errors = [RE(batch_index=i, batch_index_error_message=m)
+              for i, m in enumerate(data.draw(st.lists(st.none() | st.text(max_size=10), max_size=3)))]  # fmt: skip
+    codec = PR(index=index, error_code=error, base_offset=base, log_append_time_ms=append, log_start_offset=start,
+               record_errors=errors, error_message=message)  # fmt: skip
+    quick = partition_response(PR, index, error, base, start, message, append, errors)
+    frames = [
+        bytes(encode_response_frame(spec, version, 7, spec.response(
+            throttle_time_ms=0, responses=[spec.response.TopicProduceResponse(name="t", partition_responses=[p])])))
+        for p in (codec, quick)
+    ]  # fmt: skip
+    assert frames[0] == frames[1]
 
 
 @pytest.mark.parametrize(("key", "version"), CASES, ids=CASE_IDS)

@@ -307,6 +307,10 @@ class _Last:
     frame: memoryview
 
 
+# Answers smaller than this that are due together go out in one send (`ClientConnection._drain`).
+COALESCE_MAX = 16 << 10
+
+
 class ClientConnection(asyncio.BufferedProtocol):
     """One client socket: pipelined requests are handled concurrently and answered in arrival order.
 
@@ -348,6 +352,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         # Per request in progress: [its API's stats, received, handler started, answer ready, remote seconds].
         self._timing: dict[asyncio.Future[Any], list[Any]] = {}
         self._splice: asyncio.Task[None] | None = None  # an answer going out from its files (sendfile)
+        self._outbox: list[memoryview] = []  # small answers due, sent together (`_drain`)
+        self._flush_soon: asyncio.Handle | None = None
 
     # ------------------------------------------------------------------ asyncio callbacks
 
@@ -410,6 +416,10 @@ class ClientConnection(asyncio.BufferedProtocol):
             fut.cancel()
         self.pending.clear()
         self._timing.clear()
+        self._outbox.clear()
+        if self._flush_soon is not None:
+            self._flush_soon.cancel()
+            self._flush_soon = None
         if self._splice is not None:
             self._splice.cancel()
 
@@ -710,6 +720,8 @@ class ClientConnection(asyncio.BufferedProtocol):
                 self._fail()
                 return
             frame = fut.result()
+            if self._outbox and not (frame is not None and type(frame) is memoryview and len(frame) < COALESCE_MAX):
+                self._flush()  # what is due before this answer goes first
             if isinstance(frame, _Last):
                 if t is not None and not self._closed:
                     t.write(frame.frame)
@@ -743,17 +755,56 @@ class ClientConnection(asyncio.BufferedProtocol):
                         timing[0].record(timing, now or time.monotonic())
                     break
             elif frame is not None and t is not None and not self._closed:
-                t.write(frame)  # sent at once when the socket takes it
-                if not t.get_write_buffer_size():
-                    # All sent: the frame's buffer may be reused. Otherwise the transport keeps the rest
-                    # (Python 3.12+ keeps a view of it, not a copy): the buffer is left to it, not pooled.
-                    self.codec.sent(frame)
-                wrote = True
+                if len(frame) < COALESCE_MAX:
+                    self._outbox.append(frame)
+                else:
+                    self._write(frame)
+                    wrote = True
             if timing is not None and timing[3]:
                 timing[0].record(timing, now or time.monotonic())
+        if self._outbox and self._flush_soon is None:
+            if self.pending and not self._closed:
+                # More answers are on their way (pipelined requests finish together, as one fsync round
+                # answers them all): they go out in one send a loop turn later, not a syscall each.
+                self._flush_soon = asyncio.get_running_loop().call_soon(self._flush_later)
+            else:
+                self._flush()
+                wrote = True
         if wrote and not self._closed:
             self._track_unsent()
         self.update_reading()
+
+    def _write(self, frame: memoryview) -> None:
+        t = self.transport
+        assert t is not None
+        t.write(frame)  # sent at once when the socket takes it
+        if not t.get_write_buffer_size():
+            # All sent: the frame's buffer may be reused. Otherwise the transport keeps the rest
+            # (Python 3.12+ keeps a view of it, not a copy): the buffer is left to it, not pooled.
+            self.codec.sent(frame)
+
+    def _flush(self) -> None:
+        """Send the answers waiting in the outbox, in order: one write."""
+        frames, self._outbox = self._outbox, []
+        if self._flush_soon is not None:
+            self._flush_soon.cancel()
+            self._flush_soon = None
+        t = self.transport
+        if not frames or t is None or self._closed:
+            return
+        if len(frames) == 1:
+            self._write(frames[0])
+            return
+        t.write(b"".join(frames))  # a copy: every frame's buffer may be reused at once
+        for frame in frames:
+            self.codec.sent(frame)
+
+    def _flush_later(self) -> None:
+        self._flush_soon = None
+        if self._outbox and not self._closed:
+            self._flush()
+            self._track_unsent()
+            self.update_reading()
 
     async def _send_spliced(self, frame: SplicedFrame) -> None:
         """Send an answer whose records go from their files to the socket (`loop.sendfile`: no copy in
@@ -810,6 +861,7 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def close(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
+            self._flush()
             self.transport.close()
 
 

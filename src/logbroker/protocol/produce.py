@@ -39,6 +39,33 @@ def _new(cls: Any, version: int) -> Any:
     return obj
 
 
+def partition_response(
+    cls: Any,
+    index: int,
+    error: int,
+    base: int,
+    start: int,
+    message: str | None,
+    append_time: int,
+    record_errors: list[Any],
+) -> Any:
+    """A PartitionProduceResponse with every field the handler sets, the way `_new` makes objects: the
+    codec's keyword constructor walks each schema field and costs ~5 µs, one Produce in ten on one-record
+    requests. Fields left unset (current_leader, v10+) read as their schema defaults, as with it."""
+    obj = object.__new__(cls)
+    obj._version = None
+    obj.tags = None
+    obj.unknown_tags = None
+    obj.index = index
+    obj.error_code = error
+    obj.base_offset = base
+    obj.log_append_time_ms = append_time
+    obj.log_start_offset = start
+    obj.record_errors = record_errors
+    obj.error_message = message
+    return obj
+
+
 def _text(mv: memoryview, pos: int, n: int, name: str, what: str) -> str:
     """A string as Kafka's readers take it: at most 32767 bytes, malformed UTF-8 replaced, not refused."""
     if n > MAX_STRING_BYTES:

@@ -18,6 +18,7 @@ from typing import Any
 
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
+from logbroker.protocol.produce import partition_response
 from logbroker.protocol.records import ATTRIBUTES, HEADER_SIZE, PRODUCER_ID, TRANSACTIONAL_FLAG, InvalidBatch
 from logbroker.protocol.validate import (
     RequestRefused,
@@ -59,15 +60,7 @@ def _part(
     append_time: int = -1,
     record_errors: list[Any] | None = None,
 ) -> PR:
-    return PR(
-        index=index,
-        error_code=error,
-        base_offset=base,
-        log_append_time_ms=append_time,
-        log_start_offset=start,
-        record_errors=record_errors or [],
-        error_message=message,
-    )
+    return partition_response(PR, index, error, base, start, message, append_time, record_errors or [])
 
 
 def _error_response(body: Any, error: int, message: str | None) -> R:
