@@ -265,12 +265,16 @@ def test_native_and_scale_are_named_workloads_outside_the_default_set() -> None:
 
 
 def _native_tools() -> None:
-    """The real tools or a skip (a failure under CI): Kafka's perf tools and Go for the franz-go generator."""
+    """The real tools or a skip (a failure under CI): Kafka's perf tools, kcat and Go for the franz-go generator."""
+    import shutil
+
     from logbroker.bench import native
     from support import missing_tool
 
     if (why := native.java_tools_missing()) is not None:
         missing_tool(why)
+    if shutil.which("kcat") is None:
+        missing_tool("kcat not found (apt-get install kcat)")
     try:
         native.loadgen_binary()
     except native.ToolMissing as exc:
@@ -289,7 +293,7 @@ def test_native_workload_reports_broker_cpu_per_gb_and_request(tmp_path: Path, l
     every workload reports the broker's CPU per GB and per request, finite and non-zero (rates are not judged)."""
     import math
 
-    from logbroker.bench.model import NATIVE_WORKLOADS, ONE_PER_REQUEST_WORKLOADS
+    from logbroker.bench.model import NATIVE_WORKLOADS, ONE_PER_REQUEST_WORKLOADS, RECORD_RATE_WORKLOADS
     from logbroker.bench.native import NativeSizes
 
     _native_tools()
@@ -305,7 +309,7 @@ def test_native_workload_reports_broker_cpu_per_gb_and_request(tmp_path: Path, l
         for field in ("cpu_s_per_GB", "cpu_us_per_request"):
             value = res["metrics"][f"native_{key}_{field}"]
             assert math.isfinite(value) and value > 0, (key, field, value)
-        assert native[key]["records"] >= (200 if key in ONE_PER_REQUEST_WORKLOADS else 20_000), key
+        assert native[key]["records"] >= (200 if key in RECORD_RATE_WORKLOADS else 20_000), key
         assert native[key]["broker_cpu_user_s"] + native[key]["broker_cpu_system_s"] == pytest.approx(
             native[key]["broker_cpu_s"]
         )
@@ -313,6 +317,9 @@ def test_native_workload_reports_broker_cpu_per_gb_and_request(tmp_path: Path, l
         one = native[key]
         assert one["one_record_per_request"] and one["records_per_request_avg"] == 1.0
         assert one["requests"] >= one["records"]  # one produce request per record (plus metadata requests)
+    piped = native["one_per_request_pipelined"]  # kcat: counted from the batches the broker stored
+    assert piped["records"] == 1000 and piped["stored_batches"] == piped["requests"] == 1000
+    assert piped["one_record_per_request"] and piped["records_per_request_avg"] == 1.0
     flushed = native["topic_one_per_request_flush"]
     assert flushed["config"] == {"flush.messages": "1"} and flushed["created_by"] == "create_topics"
     assert native["connections"]["clients"] == 10 and native["connections"]["broker_connections"] >= 20
@@ -329,12 +336,14 @@ def test_native_workload_reports_broker_cpu_per_gb_and_request(tmp_path: Path, l
 def test_native_workloads_skip_in_one_line_without_their_tools(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, logbroker_serve_available: None
 ) -> None:
-    """No tools jars, no Go and no built generator: the workloads are skipped with the reason, the run goes on."""
+    """No tools jars, no Go, no built generator, no kcat: the workloads are skipped with the reason, the run
+    goes on."""
     from logbroker.bench.native import NativeSizes
 
     monkeypatch.setenv("LOGBROKER_JARS_DIR", str(tmp_path / "no-jars"))
     monkeypatch.setenv("LOGBROKER_BENCH_CACHE", str(tmp_path / "no-cache"))
     monkeypatch.setenv("LOGBROKER_GO", str(tmp_path / "no-go"))
+    monkeypatch.setenv("LOGBROKER_KCAT", str(tmp_path / "no-kcat"))
     console = _quiet_console()
     results = bench.run_bench(["logbroker"], workloads="native,scale", native_sizes=NativeSizes(**_TINY),
                               out_dir=tmp_path / "out", console=console, chart=False)  # fmt: skip
@@ -343,7 +352,7 @@ def test_native_workloads_skip_in_one_line_without_their_tools(
     native, scale = res["workloads"]["native"], res["workloads"]["scale"]
     assert native["status"] == "skipped" and scale["status"] == "skipped"
     assert "run .ci/fetch-jars tools" in native["reason"] and "Go toolchain not found" in native["reason"]
-    assert "Go toolchain not found" in scale["reason"]
+    assert "Go toolchain not found" in scale["reason"] and "kcat not found" in native["reason"]
     assert not any(k.startswith("native_") for k in res["metrics"])
     text = console.file.getvalue()  # type: ignore[attr-defined]
     assert "logbroker: native skipped:" in " ".join(text.split()) and "Traceback" not in text

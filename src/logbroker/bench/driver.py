@@ -54,7 +54,6 @@ from logbroker.bench.model import (
     NATIVE_CONNECTIONS,
     NATIVE_PRODUCERS,
     NATIVE_WORKLOADS,
-    ONE_PER_REQUEST_WORKLOADS,
     QUICK_DIVISOR,
     QUICK_GROUP_SAMPLES,
     QUICK_LATENCY_SAMPLES,
@@ -62,6 +61,7 @@ from logbroker.bench.model import (
     QUICK_SCALE_PARTITIONS,
     REBALANCE_MEMBERS,
     REBALANCE_PARTITIONS,
+    RECORD_RATE_WORKLOADS,
     RECORD_SIZES,
     SCALE_CONNECTIONS,
     SCALE_PARTITIONS,
@@ -196,7 +196,7 @@ def _run_native_workload(
             got = details.get(key)
             if got is None:
                 continue
-            rate = "records_per_s" if key in ONE_PER_REQUEST_WORKLOADS else "MB_per_s"
+            rate = "records_per_s" if key in RECORD_RATE_WORKLOADS else "MB_per_s"
             metrics[f"native_{key}_{rate}"] = got[rate]
             for field in ("cpu_s_per_GB", "cpu_us_per_request"):
                 if got.get(field) is not None:

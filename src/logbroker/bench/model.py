@@ -51,6 +51,7 @@ NATIVE_WORKLOADS = {
     "produce_8p": f"native produce 1KB 8 partitions x{NATIVE_PRODUCERS} producers",
     "one_per_request": "native produce 100B 1 record/request",
     "one_per_request_flush": "native produce 100B 1 record/request, flush.messages=1",
+    "one_per_request_pipelined": "native produce 100B 1 record/request, pipelined (librdkafka)",
     "produce_1000p": f"native produce 1KB 1000 partitions x{NATIVE_PRODUCERS}",
     "connections": f"native produce 1KB {NATIVE_CONNECTIONS} connections",
 }
@@ -59,6 +60,8 @@ NATIVE_WORKLOADS = {
 # Rates of tiny records: requests, not bytes, are the work. The second runs on a topic with flush.messages=1
 # (every append on disk before its acknowledgement on Kafka too: logbroker's default promise).
 ONE_PER_REQUEST_WORKLOADS = ("one_per_request", "one_per_request_flush")
+# Rated in records (= requests) per second, not MB/s.
+RECORD_RATE_WORKLOADS = (*ONE_PER_REQUEST_WORKLOADS, "one_per_request_pipelined")
 
 
 class BenchError(RuntimeError):
@@ -104,7 +107,7 @@ def _build_metrics() -> tuple[Metric, ...]:
                       "transactions"))  # fmt: skip
     out.append(Metric("txn_consume_MB_per_s", "read_committed consume", "MB/s", "bytes", True, "transactions"))
     for key, label in NATIVE_WORKLOADS.items():
-        if key in ONE_PER_REQUEST_WORKLOADS:
+        if key in RECORD_RATE_WORKLOADS:
             out.append(Metric(f"native_{key}_records_per_s", label, "records/s", "native_detail", True, "native"))
         else:
             out.append(Metric(f"native_{key}_MB_per_s", label, "MB/s", "native", True, "native"))

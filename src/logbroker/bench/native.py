@@ -13,6 +13,7 @@ install; the driver turns it into a skipped workload.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -55,6 +56,13 @@ ONE_PER_REQUEST_PROPS = ("acks=all", "batch.size=1", "linger.ms=0", "max.in.flig
 # The same on a topic whose every append is flushed to disk before it is acknowledged: Kafka's own way to
 # give logbroker's default promise (UnifiedLog flushes in the append once flush.messages are unflushed).
 FLUSH_EACH_APPEND = {"flush.messages": "1"}
+# One record per produce request with many in flight, as librdkafka's clients (Python, Go, .NET, C/C++)
+# send by default: a MessageSet holds one message (batch.num.messages=1), one partition is one MessageSet
+# per request, linger 0, acks=all and librdkafka's default pipelining (max.in.flight 1,000,000 per
+# connection). kcat is the generator; what the broker stored (one batch per record) checks it.
+PIPELINED_ONE_PER_REQUEST_PROPS = ("acks=all", "linger.ms=0", "batch.num.messages=1")
+# The pipelined workload sends this many times the one-in-flight count (it runs ~5x faster).
+PIPELINED_RECORDS_FACTOR = 5
 
 
 class ToolMissing(Exception):
@@ -225,6 +233,67 @@ def producer_perf(bootstrap: str, topic: str, records: int, size: int, props: tu
     return Sample(
         sent, sent * size, sent / rate if rate > 0 else math.nan, int(requests) if requests else None, None, extra
     )
+
+
+def kcat_produce(bootstrap: str, topic: str, records: int, size: int, props: tuple[str, ...]) -> Sample:
+    """kcat (librdkafka) producing ``records`` values of ``size`` bytes to partition 0 from a file, with
+    librdkafka properties ``props``. Its requests are counted afterwards (`count_stored_batches`)."""
+    kcat = os.environ.get("LOGBROKER_KCAT") or shutil.which("kcat")
+    if not kcat or not Path(kcat).is_file():
+        raise ToolMissing("kcat not found (apt-get install kcat)")
+    args = [kcat, "-P", "-q", "-b", bootstrap, "-t", topic, "-p", "0"]
+    for prop in props:
+        args += ["-X", prop]
+    line = b"x" * size + b"\n"
+    with tempfile.TemporaryFile() as data, tempfile.TemporaryFile() as err:
+        for done in range(0, records, 10_000):
+            data.write(line * min(10_000, records - done))
+        data.seek(0)
+        started = time.monotonic()
+        proc = subprocess.run(args, stdin=data, stdout=subprocess.DEVNULL, stderr=err, timeout=TOOL_TIMEOUT_S)
+        seconds = time.monotonic() - started
+        err.seek(0)
+        stderr = err.read().decode(errors="replace")
+    if proc.returncode != 0:
+        raise BenchError(f"kcat failed (exit {proc.returncode}): {stderr[-800:]}")
+    return Sample(records, records * size, seconds, None, None, {"tool": "kcat (librdkafka)", "topic": topic})
+
+
+def count_stored_batches(bootstrap: str, line: dict[str, Any]) -> None:
+    """After a kcat workload (outside its timing and CPU): the batches its partition holds are its produce
+    requests; the broker's CPU per request follows from them."""
+    batches, stored = stored_batches(bootstrap, line["topic"], 0)
+    if stored != line["records"]:
+        raise BenchError(f"kcat: {stored} of {line['records']} records stored")
+    line["requests"] = line["stored_batches"] = batches
+    line["records_per_request_avg"] = stored / batches if batches else None
+    line["one_record_per_request"] = batches == stored
+    if line.get("broker_cpu_s") is not None and batches:
+        line["cpu_us_per_request"] = line["broker_cpu_s"] / batches * 1e6
+
+
+def stored_batches(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
+    """(batches, records) of a partition, read from its start: a broker keeps a producer's batches as they
+    arrived, so one batch per record means one record per produce request."""
+    from logbroker.client.connection import Connection, fetch_request, parse_bootstrap
+    from logbroker.protocol.records import iter_headers
+
+    batches = records = 0
+    offset = 0
+    with contextlib.closing(Connection(*parse_bootstrap(bootstrap), client_id="bench-check")) as conn:
+        while True:
+            [t] = conn.do(fetch_request(topic, partition, offset, max_wait_ms=0, max_bytes=8 << 20)).responses
+            [p] = t.partitions
+            if p.error_code:
+                raise BenchError(f"reading back {topic}-{partition}: error {p.error_code}")
+            data = bytes(p.records or b"")
+            before = batches
+            for h in iter_headers(data):
+                batches += 1
+                records += h.records_count
+                offset = h.next_offset
+            if batches == before or offset >= p.high_watermark:
+                return batches, records
 
 
 def consumer_perf(bootstrap: str, topic: str, records: int, size: int) -> Sample:
@@ -419,6 +488,12 @@ def run_native(bootstrap: str, run_id: str, sizes: NativeSizes, step: Step) -> t
 
         return run
 
+    def pipelined(mark: Callable[[], None]) -> Sample:
+        name = topic("one_per_request_pipelined")
+        mark()
+        records = sizes.one_per_request * PIPELINED_RECORDS_FACTOR
+        return kcat_produce(bootstrap, name, records, 100, PIPELINED_ONE_PER_REQUEST_PROPS)
+
     def consume(_mark: Callable[[], None]) -> Sample:
         return consumer_perf(bootstrap, details["topic_produce_1p"]["name"], n, 1024)
 
@@ -439,6 +514,7 @@ def run_native(bootstrap: str, run_id: str, sizes: NativeSizes, step: Step) -> t
             "one_per_request_flush",
             perf("one_per_request_flush", sizes.one_per_request, 100, ONE_PER_REQUEST_PROPS, FLUSH_EACH_APPEND),
         ),
+        ("one_per_request_pipelined", pipelined),
         ("produce_1000p", lb("produce_1000p", 1000, sizes.producers, rr=True)),
         (
             "connections",
@@ -452,6 +528,8 @@ def run_native(bootstrap: str, run_id: str, sizes: NativeSizes, step: Step) -> t
             continue
         try:
             done[key] = measured(view, make)
+            if key == "one_per_request_pipelined":
+                count_stored_batches(bootstrap, done[key])
         except ToolMissing as exc:
             skipped[key] = str(exc)
         on_step(1)

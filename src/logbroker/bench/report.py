@@ -18,7 +18,7 @@ import confluent_kafka
 from rich.table import Table
 
 from logbroker.bench.model import METRICS, NATIVE_CONNECTIONS, WORKLOADS, Metric
-from logbroker.bench.native import CONNECTIONS_RECORDS_PER_CLIENT
+from logbroker.bench.native import CONNECTIONS_RECORDS_PER_CLIENT, PIPELINED_RECORDS_FACTOR
 
 
 def _pkg_version(name: str) -> str | None:
@@ -134,7 +134,8 @@ def _run_summary(p: dict[str, Any]) -> str:
         parts.append(
             f"native: {native['records_1kb']:,} x 1KB per produce (Kafka's perf tools, franz-go; at least "
             f"{CONNECTIONS_RECORDS_PER_CLIENT:,} per client with {NATIVE_CONNECTIONS} connections), "
-            f"{native['one_per_request']:,} x 100B one per request (default topic, and flush.messages=1); "
+            f"{native['one_per_request']:,} x 100B one per request, one in flight (default topic, and "
+            f"flush.messages=1), {native['one_per_request'] * PIPELINED_RECORDS_FACTOR:,} pipelined (kcat); "
             "broker CPU per GB / per request"
         )
     if "scale" in selected and native:
