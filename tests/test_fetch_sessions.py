@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import socket
 import subprocess
 import threading
 import time
@@ -253,6 +254,41 @@ def test_a_session_used_during_a_long_poll_fails_the_poll_with_its_epoch_error(b
         assert listed(fetch(b, sid, 3)) == {key: (0, 1, True)}
 
 
+def test_a_long_poll_wakes_for_a_partition_its_own_request_added(bootstrap: str) -> None:
+    """An incremental fetch that adds a partition and then long-polls wakes for data on that partition."""
+    topic = create_topic(bootstrap, unique("fs"), partitions=2)
+    with Wire(bootstrap, timeout=60) as w:
+        sid, _ = new_session(w, {(topic, 0): 0})
+        late = threading.Timer(0.5, produce, (bootstrap, topic, 1))
+        late.start()
+        try:
+            resp = fetch(w, sid, 1, {(topic, 1): 0}, max_wait_ms=30_000)
+            if not listed(resp).get((topic, 1), (0, 0, False))[2]:  # answered before the record (its news)
+                resp = fetch(w, sid, 2, max_wait_ms=30_000)
+        finally:
+            late.join()
+        assert listed(resp)[(topic, 1)] == (0, 1, True)
+
+
+def test_a_long_poll_outlives_its_session_being_closed(bootstrap: str) -> None:
+    """A session closed by another connection while one of its fetches waits: the waiting fetch still
+    waits for data (no early answer), then answers it."""
+    topic = create_topic(bootstrap, unique("fs"))
+    key = (topic, 0)
+    with Wire(bootstrap, timeout=60) as a, Wire(bootstrap) as b:
+        sid, _ = new_session(a, {key: 0})
+        fetch(a, sid, 1, max_wait_ms=30_000, answer=False)
+        time.sleep(0.3)  # the fetch is waiting
+        assert fetch(b, sid, -1).error_code == 0  # FINAL: closes the session
+        a.sock.settimeout(1.0)
+        with pytest.raises(TimeoutError):
+            a.sock.recv(1, socket.MSG_PEEK)  # still waiting: closing its session did not answer it
+        a.sock.settimeout(60)
+        produce(bootstrap, topic, 0)
+        resp = a.recv(ApiKey.Fetch, 12)
+        assert (resp.error_code, listed(resp)) == (0, {key: (0, 1, True)})
+
+
 # ------------------------------------------------------------------------------------------ the cache
 
 
@@ -483,3 +519,48 @@ def test_sessions_hold_at_most_1000_partitions_per_slot(tmp_path: Any) -> None:
         assert (resp.error_code, resp.session_id, len(listed(resp))) == (0, 0, 8001)
         assert fetch(w, sid, 3).error_code == E.FETCH_SESSION_ID_NOT_FOUND
         assert new_session(w, {(ghost, 0): 0})[0] != 0  # the room is free again
+
+
+def test_long_poll_registration_follows_the_sessions_partitions() -> None:
+    """A session is registered under its partitions once, not per long poll; adding and forgetting partitions
+    re-registers it; data on one of them wakes only its sessions; a removed session leaves no registration
+    and its waiting fetch is woken."""
+    import asyncio
+
+    from logbroker.broker.fetch_sessions import INITIAL_EPOCH, FetchSessionCache
+
+    def body(sid: int, epoch: int, parts: list[int], forget: list[int] | None = None) -> Any:
+        ps = [F.FetchTopic.FetchPartition(partition=p, current_leader_epoch=-1, fetch_offset=0, partition_max_bytes=1)
+              for p in parts]  # fmt: skip
+        return F(session_id=sid, session_epoch=epoch, topics=[F.FetchTopic(topic="t", partitions=ps)] if ps else [],
+                 forgotten_topics_data=[F.ForgottenTopic(topic="t", partitions=forget)] if forget else [])  # fmt: skip
+
+    async def run() -> None:
+        cache = FetchSessionCache(1000)
+        ctx = cache.context(12, body(0, INITIAL_EPOCH, [0, 1, 2]), privileged=False)
+        sid = ctx.answer([])[1]
+        other = cache.context(12, body(0, INITIAL_EPOCH, [5]), privileged=False).answer([])[1]
+        [mine] = [s for s in cache.sessions() if s.id == sid]
+        [theirs] = [s for s in cache.sessions() if s.id == other]
+        fut = cache.watch(mine)
+        assert fut is not None and set(cache.watchers) == {("t", 0), ("t", 1), ("t", 2)}
+        cache.unwait(mine, fut)
+        assert cache.watch(theirs) is not None and ("t", 5) in cache.watchers
+        before = {k: set(v) for k, v in cache.watchers.items()}
+        cache.unwait(mine, cache.watch(mine))  # type: ignore[arg-type]
+        assert {k: set(v) for k, v in cache.watchers.items()} == before  # nothing redone
+        cache.context(12, body(sid, 1, [3], forget=[0]), privileged=False)
+        fut = cache.watch(mine)
+        assert fut is not None and {k for k, v in cache.watchers.items() if mine in v} == {("t", i) for i in (1, 2, 3)}
+        cache.wake(("t", 5))
+        assert not fut.done()
+        cache.wake(("t", 3))
+        assert fut.done()
+        cache.unwait(mine, fut)
+        fut = cache.watch(mine)
+        assert fut is not None
+        cache.remove(mine)
+        assert fut.done() and cache.watch(mine) is None
+        assert not any(mine in v for v in cache.watchers.values()) and set(cache.watchers) == {("t", 5)}
+
+    asyncio.run(run())

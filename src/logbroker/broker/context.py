@@ -36,7 +36,7 @@ from .auth.acls import (
 )
 from .auth.users import UserStore
 from .configs import BrokerConfigs
-from .fetch_sessions import FetchSessionCache
+from .fetch_sessions import FetchSession, FetchSessionCache
 from .flusher import Flusher
 from .groups.coordinator import Coordinator, CoordinatorConfig
 from .groups.model import for_log
@@ -227,6 +227,7 @@ class BrokerContext:
         for fut in itertools.chain.from_iterable(self._append_waiters.values()):
             if not fut.done():
                 fut.set_result(None)
+        self.fetch_sessions.wake_all()
 
     async def close(self) -> None:
         """Stop the coordinators, sync everything outstanding, release the data directory."""
@@ -461,6 +462,24 @@ class BrokerContext:
             for fut in waiters:
                 if not fut.done():
                     fut.set_result(None)
+        if self.fetch_sessions.watchers:
+            self.fetch_sessions.wake(key)
+
+    async def wait_for_session_data(self, session: FetchSession, keys: list[PartitionKey], timeout: float) -> None:
+        """Long poll of an incremental fetch: wake when any partition of its session gets data (or the session
+        goes), or after `timeout` seconds. A session gone meanwhile waits on `keys`, as a sessionless fetch."""
+        if timeout <= 0 or self._stopping:
+            return
+        fut = self.fetch_sessions.watch(session)
+        if fut is None:
+            await self.wait_for_data(keys, timeout)
+            return
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            pass
+        finally:
+            self.fetch_sessions.unwait(session, fut)
 
     async def wait_for_data(self, keys: list[PartitionKey], timeout: float) -> None:
         """Long poll: wake when any of these partitions gets data, or after `timeout` seconds."""

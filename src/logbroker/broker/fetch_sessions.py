@@ -30,6 +30,8 @@ FETCH_SESSION_ID_NOT_FOUND and the client starts over with a full fetch.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -100,6 +102,11 @@ class FetchSession:
     cached_size: int = -1  # the size at the last touch: the eviction rank and the partitions gauge use it
     evictable_by_all: bool = False
     evictable_by_privileged: bool = False
+    # The long poll: the partitions this session is registered under in the cache's `watchers` (kept
+    # across fetches, redone only when its partitions change), and the futures of its fetches waiting now.
+    watched: frozenset[PartitionKey] = frozenset()
+    watch_stale: bool = True
+    waiters: list[asyncio.Future[None]] = field(default_factory=list)
 
     def rank(self) -> tuple[bool, int, int]:
         return (self.privileged, self.cached_size, self.id)
@@ -127,6 +134,9 @@ class FetchSessionCache:
         self.evictions = 0  # Kafka's IncrementalFetchSessionEvictionsPerSec, as a counter
         self.incremental_fetches = 0  # incremental requests served (no Kafka metric; proves clients use sessions)
         self.created = 0
+        # partition -> the sessions that hold it, for long polls: an incremental fetch of 1,000 partitions
+        # waits by putting one future on its session, not on 1,000 partitions (then taking it off them).
+        self.watchers: dict[PartitionKey, set[FetchSession]] = {}
 
     def __len__(self) -> int:  # Kafka's NumIncrementalFetchSessions
         return sum(len(s.sessions) for s in self._shards)
@@ -144,6 +154,54 @@ class FetchSessionCache:
     def remove(self, session: FetchSession) -> None:
         if self._shards[session.shard].sessions.pop(session.id, None) is not None:
             self.partitions -= max(session.cached_size, 0)
+        self._unwatch(session, session.watched)
+        session.watched = frozenset()
+        session.watch_stale = True
+        for fut in session.waiters:  # a fetch waiting on a closed or evicted session answers now
+            if not fut.done():
+                fut.set_result(None)
+
+    # ------------------------------------------------------------------ long polls
+
+    def watch(self, session: FetchSession) -> asyncio.Future[None] | None:
+        """A future for one long poll of `session`, set when any of its partitions gets data (`wake`), or when
+        the session goes; None when it is gone already. Registration follows the session's partitions, redone
+        only after they changed."""
+        if self._shards[session.shard].sessions.get(session.id) is not session:
+            return None
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if session.watch_stale:
+            now = frozenset(session.partitions)
+            self._unwatch(session, session.watched - now)
+            for key in now - session.watched:
+                self.watchers.setdefault(key, set()).add(session)
+            session.watched, session.watch_stale = now, False
+        session.waiters.append(fut)
+        return fut
+
+    def unwait(self, session: FetchSession, fut: asyncio.Future[None]) -> None:
+        with contextlib.suppress(ValueError):
+            session.waiters.remove(fut)
+
+    def wake(self, key: PartitionKey) -> None:
+        for session in self.watchers.get(key, ()):
+            for fut in session.waiters:
+                if not fut.done():
+                    fut.set_result(None)
+
+    def wake_all(self) -> None:
+        for session in self.sessions():
+            for fut in session.waiters:
+                if not fut.done():
+                    fut.set_result(None)
+
+    def _unwatch(self, session: FetchSession, keys: Iterable[PartitionKey]) -> None:
+        for key in keys:
+            held = self.watchers.get(key)
+            if held is not None:
+                held.discard(session)
+                if not held:
+                    del self.watchers[key]
 
     def create(self, privileged: bool, partitions: dict[PartitionKey, CachedPartition]) -> int:
         """A new session for these partitions, or INVALID_SESSION_ID when its shard is full and nothing may go."""
@@ -216,6 +274,7 @@ class FetchSessionCache:
         if session.epoch != epoch:
             return FetchContext(self, [], epoch, error=E.INVALID_FETCH_SESSION_EPOCH)
         parts = session.partitions
+        size = len(parts)
         for t in body.topics:
             for p in t.partitions:
                 cached = parts.get((t.topic, p.partition))
@@ -225,7 +284,10 @@ class FetchSessionCache:
                     cached.update(p)
         for f in body.forgotten_topics_data or ():
             for i in f.partitions:
-                parts.pop((f.topic, i), None)
+                if parts.pop((f.topic, i), None) is not None:
+                    size = -1
+        if len(parts) != size:
+            session.watch_stale = True
         if not parts:
             self.remove(session)
             return FetchContext(self, body.topics, FINAL_EPOCH)

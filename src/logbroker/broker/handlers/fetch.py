@@ -71,7 +71,10 @@ async def handle(ctx: BrokerContext, req: Request) -> R:
         for rng in ranges:
             rng.close()
         waited = time.monotonic()
-        await ctx.wait_for_data(watched, remaining)
+        if session.session is not None:  # every partition of the session: `watched` is all of them
+            await ctx.wait_for_session_data(session.session, watched, remaining)
+        else:
+            await ctx.wait_for_data(watched, remaining)
         ctx.metrics.waited(time.monotonic() - waited)  # the long poll: Kafka's RemoteTimeMs
 
 
