@@ -553,7 +553,7 @@ ENV_PREFIX = "LOGBROKER_"
 OTHER_ENV = frozenset({"LOGBROKER_JARS_DIR", "LOGBROKER_TEST_TARGET", "LOGBROKER_REQUIRE_PEERS",
                        "LOGBROKER_DEMO_TEST_MARK", "LOGBROKER_SASL_PASSWORD", "LOGBROKER_BOOTSTRAP",
                        "LOGBROKER_CERTS_KEY_PASSWORD",
-                       "LOGBROKER_BENCH_CACHE", "LOGBROKER_GO"})  # fmt: skip  (`logbroker bench`'s load generator)
+                       "LOGBROKER_BENCH_CACHE", "LOGBROKER_GO", "LOGBROKER_KCAT"})  # fmt: skip  (bench tools)
 OTHER_ENV_PREFIXES = ("LOGBROKER_MQ_",)  # logbroker.mq's settings (`__` nests)
 
 
