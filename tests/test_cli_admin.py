@@ -434,3 +434,20 @@ def test_broker_refusals_of_bad_input_exit_2(b: str, tmp_path: Path) -> None:
     bad.write_bytes(b'{"partitions": [{"topic": "x"}]}')
     r = logbroker("topics", "delete-records", "--offset-json-file", str(bad), "-b", b)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "kafka-delete-records" in r.stderr
+
+
+def test_list_offsets_asks_again_only_while_a_leader_moves() -> None:
+    """What librdkafka hands back for a partition in an admin result is never marked retriable, so the CLI
+    picks by code: a moving leader (Kafka answers NOT_LEADER_OR_FOLLOWER right after add-partitions, while it
+    installs the leader its Metadata already shows) is asked again; a topic that is gone is reported at once."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    from logbroker.cli.common import leader_moving
+
+    assert not KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION).retriable()  # why it goes by code
+    for code in (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                 KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH):  # fmt: skip
+        assert leader_moving(KafkaException(KafkaError(code))), code
+    for code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.TOPIC_AUTHORIZATION_FAILED):
+        assert not leader_moving(KafkaException(KafkaError(code))), code
+    assert not leader_moving(object())  # a result, not a failure

@@ -353,6 +353,20 @@ def kafka_failure(err: KafkaError | BaseException, what: str = "") -> click.Clic
     return click.ClickException(text)
 
 
+# A partition's leader is being (re)installed: LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER,
+# FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH.
+_LEADER_MOVING = frozenset({5, 6, 74, 75})
+
+
+def leader_moving(outcome: Any) -> bool:
+    """Whether a partition's failed admin outcome is worth asking again. By code: librdkafka does not mark a
+    partition's error in an admin result retriable (KafkaError(6).retriable() is False)."""
+    from logbroker._kafka.errors import kafka_error_of
+
+    ke = kafka_error_of(outcome) if isinstance(outcome, BaseException) else None
+    return ke is not None and (ke.code() in _LEADER_MOVING or ke.retriable())
+
+
 class Admin:
     """confluent-kafka's AdminClient for one command: several bootstrap servers, TLS/SASL from the shared
     settings, librdkafka's retries. Each wait also serves librdkafka's error callback, so a refused login, a
@@ -480,10 +494,8 @@ class Admin:
 
     def list_offsets(self, specs: Mapping[Any, Any], what: str = "list offsets") -> dict[Any, Any]:
         """ListOffsets of each TopicPartition at its OffsetSpec: the ListOffsetsResultInfo or the exception.
-        Partitions that fail with a retriable error (NOT_LEADER_OR_FOLLOWER while Kafka still installs a new
-        leader it already shows in Metadata) are asked again until the command's timeout."""
-        from logbroker._kafka.errors import kafka_error_of
-
+        Partitions whose leader is moving (NOT_LEADER_OR_FOLLOWER while Kafka still installs a new leader it
+        already shows in Metadata) are asked again until the command's timeout; a topic that is gone is not."""
         out: dict[Any, Any] = {}
         pending = dict(specs)
         deadline = time.monotonic() + self.timeout
@@ -492,8 +504,7 @@ class Admin:
             outcomes = self.results({tp: futures[tp] for tp in futures}, what)
             retry = {}
             for tp, outcome in outcomes.items():
-                ke = kafka_error_of(outcome) if isinstance(outcome, BaseException) else None
-                if ke is not None and ke.retriable() and time.monotonic() < deadline:
+                if leader_moving(outcome) and time.monotonic() < deadline:
                     retry[tp] = pending[tp]
                 else:
                     out[tp] = outcome
