@@ -64,7 +64,7 @@ def broker(name: str, workdir: Path) -> Iterator[str]:
     if name == "logbroker":
         from logbroker.testing.process import BrokerProcess
 
-        with BrokerProcess(workdir / "logbroker-data") as proc:
+        with BrokerProcess(workdir / "logbroker-data", own_session=True) as proc:  # as KafkaPeer: see BrokerProcess
             yield proc.bootstrap
     elif name == "kafka":
         from logbroker.testing.peers import KafkaPeer

@@ -42,7 +42,7 @@ def logbroker_target(
     def start() -> Iterator[str]:
         data_dir = tempfile.mkdtemp(prefix="logbroker-bench-", dir=data_root)
         wrap = ["-m", "cProfile", "-o", str(profile_path)] if profile_path is not None else []
-        broker = BrokerProcess(data_dir, extra_args=["--fsync", fsync], wrap=wrap)
+        broker = BrokerProcess(data_dir, extra_args=["--fsync", fsync], wrap=wrap, own_session=True)
         if log_path is not None:
             broker.log_path = log_path
         try:

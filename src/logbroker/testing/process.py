@@ -30,6 +30,7 @@ class BrokerProcess:
         env: dict[str, str] | None = None,
         python: str | None = None,
         wrap: list[str] | None = None,
+        own_session: bool = False,
     ) -> None:
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="logbroker-"))
@@ -38,6 +39,11 @@ class BrokerProcess:
         self.env = env
         self.python = python or sys.executable
         self.wrap = wrap or []
+        # A session of its own, as the test peers (Kafka, Tansu) get: with the kernel's autogroup
+        # scheduling each session shares the CPU as one group, so a broker left in its starter's session
+        # competes thread by thread with a load generator started from there too, while a peer in its
+        # own session gets its group's share. Benchmarks that compare brokers need this.
+        self.own_session = own_session
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}.log"
 
@@ -55,7 +61,8 @@ class BrokerProcess:
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
         try:
             self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, env=env)  # fmt: skip
+                                         stdin=subprocess.DEVNULL, env=env,
+                                         start_new_session=self.own_session)  # fmt: skip
         finally:
             log.close()
         deadline = time.monotonic() + timeout
