@@ -246,6 +246,21 @@ def test_procstat_finds_the_process_listening_on_a_port() -> None:
     assert BrokerView.find("127.0.0.1:1") is None  # nothing listens there: no CPU to report
 
 
+def test_bench_broker_runs_in_a_session_of_its_own(logbroker_serve_available: None) -> None:
+    """The bench's logbroker is its own session, as the Kafka peer is: the kernel's autogroup scheduling then
+    gives each broker its group's share, rather than one competing per thread with the load generator."""
+    import os
+
+    from logbroker.bench.procstat import BrokerView
+    from logbroker.bench.targets import logbroker_target
+
+    with logbroker_target().start() as bootstrap:
+        view = BrokerView.find(bootstrap)
+        assert view is not None
+        pid = view.pids[0]
+        assert os.getsid(pid) == pid != os.getsid(0)
+
+
 def test_rounds_combine_into_median_and_best() -> None:
     from logbroker.bench.driver import _combine_rounds
 

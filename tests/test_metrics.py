@@ -291,6 +291,46 @@ def test_a_deep_pipeline_is_muted_once_per_half_not_once_per_answer(served: Brok
     assert 1 <= mutes <= count // 25, mutes
 
 
+def test_a_burst_of_large_produces_is_received_into_pooled_buffers(served: BrokerProcess) -> None:
+    """40 clients with a ~200 KB produce each in progress at once: their frames are received into 40 buffers,
+    all of which the pool keeps warm for the next burst (it kept 16 at most, so thousands of clients sending
+    at once had nearly every frame land in fresh, page-faulted memory)."""
+    topic = unique("burst")
+    create_topic(served.bootstrap, topic)
+    req_cls = api(ApiKey.Produce).request
+    p = req_cls.TopicProduceData
+    clients = 40
+
+    def frame(cid: int) -> bytes:
+        value = bytes([cid]) * 200_000
+        data = [p.PartitionProduceData(index=0, records=build_batch([NewRecord(None, value)]))]
+        topics = [p(name=topic, partition_data=data)]
+        body = req_cls(transactional_id=None, acks=-1, timeout_ms=10_000, topic_data=topics)
+        return encode_request(SPEC_PRODUCE, 9, cid, "burst", body)
+
+    frames = [frame(cid) for cid in range(1, clients + 1)]
+    wires = [Wire(served.bootstrap, timeout=30) for _ in range(clients)]
+    try:
+        for w, f in zip(wires, frames, strict=True):
+            w.sock.sendall(f[:-10])  # every frame begun, none complete: each holds its buffer
+        time.sleep(0.5)  # the broker has read their heads meanwhile
+        for w, f in zip(wires, frames, strict=True):
+            w.sock.sendall(f[-10:])
+        bases = []
+        for cid, w in enumerate(wires, 1):
+            got, resp = decode_response(SPEC_PRODUCE, 9, w.recv_raw())
+            [pr] = resp.responses[0].partition_responses
+            assert got == cid and pr.error_code == 0
+            bases.append(pr.base_offset)
+    finally:
+        for w in wires:
+            w.close()
+    assert sorted(bases) == list(range(clients))
+    after = scrape(served)
+    assert value(after, "logbroker_pooled_buffers", pool="requests") >= clients
+    assert value(after, "logbroker_pooled_buffer_bytes", pool="requests") >= clients * 200_000
+
+
 def test_garbage_does_not_grow_labels(served: BrokerProcess) -> None:
     """Unknown API keys and unserved versions close the connection before anything is counted per API; a
     too-new ApiVersions (answered, KIP-511) counts under one `unsupported` version."""

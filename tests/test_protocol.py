@@ -856,3 +856,32 @@ def test_buffer_pool_reuses_warm_buffers_within_its_bounds() -> None:
     huge = bytearray(16 * POOLED_MIN)
     pool.give(huge)  # over the byte bound on its own: dropped
     assert all(pool.take(POOLED_MIN) is not huge for _ in range(3))
+
+
+def test_buffer_pool_holds_a_burst_by_bytes_and_trims_what_stayed_idle() -> None:
+    """Thousands of frames received at once reuse warm buffers (the request pool is bounded by bytes, not
+    by count); buffers a burst left unused go back to the system at the next trims, the oldest first."""
+    from logbroker.protocol.buffers import POOLED_MIN, BufferPool
+
+    pool = BufferPool(max_bytes=1000 * POOLED_MIN, max_buffers=1000)
+    burst = [pool.take(POOLED_MIN) for _ in range(200)]
+    big = pool.take(3 * POOLED_MIN)
+    assert len(big) == 4 * POOLED_MIN
+    for b in burst:
+        pool.give(b)
+    pool.give(big)
+    pool.give(bytearray(3 * POOLED_MIN))  # not a size class: never handed out, so not kept
+    assert pool.pooled == 201 and pool.pooled_bytes == 204 * POOLED_MIN
+    assert pool.take(2 * POOLED_MIN) is big  # the smallest class that fits
+    pool.give(big)
+    assert pool.trim() == 0  # a first trim only starts counting
+    again = [pool.take(POOLED_MIN) for _ in range(50)]  # the warmest first: the last given
+    assert all(a is b for a, b in zip(again, reversed(burst[150:]), strict=True))
+    for b in again:
+        pool.give(b)
+    assert pool.trim() == 151  # 150 small ones and the big one were never needed in that interval
+    assert pool.pooled == 50 and pool.pooled_bytes == 50 * POOLED_MIN
+    assert {id(pool.take(POOLED_MIN)) for _ in range(50)} == {id(b) for b in again}
+    for b in again:
+        pool.give(b)
+    assert pool.trim() == 0 and pool.trim() == 50 and pool.pooled == 0  # idle for a whole interval: all go

@@ -20,7 +20,7 @@ from types import MappingProxyType
 
 from logbroker.config import BrokerSettings
 from logbroker.protocol import ApiSpec, ErrorCode, Request
-from logbroker.protocol.buffers import BufferPool, anonymous
+from logbroker.protocol.buffers import POOLED_MIN, BufferPool, anonymous
 from logbroker.storage import LogConfig, LogManager, PartitionLog
 from logbroker.storage.manager import TopicError, TopicMeta, validate_topic_name
 
@@ -50,6 +50,9 @@ from .txn import TxnCoordinator, TxnSettings, TxnStore
 log = logging.getLogger("logbroker.broker")
 
 PartitionKey = tuple[str, int]
+
+# Warm memory kept for large request frames (`BrokerContext.request_buffers`).
+REQUEST_POOL_BYTES = 128 << 20
 
 
 class NoResponse:
@@ -109,7 +112,16 @@ class BrokerContext:
         self.fetch_sessions = FetchSessionCache(settings.max_incremental_fetch_session_cache_slots)
         self.frame_buffers = BufferPool()  # large response frames (the server's connections use it)
         # Large request frames (Produce batches) are received into these: warm memory, not fresh pages.
-        self.request_buffers = BufferPool(max_bytes=64 << 20, allocate=anonymous)
+        # Bounded by bytes, not count: with 16 at most, 2,500 clients sending ~400 KB each at once had all
+        # but 16 frames land in fresh mappings, page-faulted as they filled (design.md, "5,000
+        # connections"). The housekeeping trims what a burst left idle.
+        self.request_buffers = BufferPool(
+            max_bytes=REQUEST_POOL_BYTES, max_buffers=REQUEST_POOL_BYTES // POOLED_MIN, allocate=anonymous
+        )
+
+    def trim_buffers(self) -> int:
+        """Release pooled buffers that stayed unused since the last call (see `BufferPool.trim`)."""
+        return sum(p.trim() for p in (self.read_buffers, self.frame_buffers, self.request_buffers))
 
     @property
     def host(self) -> str:

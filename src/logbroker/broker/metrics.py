@@ -447,6 +447,7 @@ class _BrokerCollector(Collector):
                 start.add_metric(key, plog.log_start_offset)
                 segments.add_metric(key, len(plog.segments))
         yield from _BrokerCollector._fetch_sessions(ctx)
+        yield from _BrokerCollector._buffers(ctx)
         yield GaugeMetricFamily("logbroker_topics", "topics, internal ones included", topics)
         yield GaugeMetricFamily("logbroker_partitions", "partitions (Kafka's PartitionCount)", partitions)
         yield from (size, end, start, segments)
@@ -469,6 +470,20 @@ class _BrokerCollector(Collector):
         yield GaugeMetricFamily("logbroker_consumer_groups", "consumer groups, classic and KIP-848", len(groups))
         yield committed
         yield lag
+
+    @staticmethod
+    def _buffers(ctx: BrokerContext) -> Iterator[Metric]:
+        """Warm buffers kept for reuse: memory the broker holds beyond its requests in progress."""
+        count = GaugeMetricFamily("logbroker_pooled_buffers", "buffers kept warm for reuse", labels=["pool"])
+        size = GaugeMetricFamily(
+            "logbroker_pooled_buffer_bytes", "bytes of buffers kept warm for reuse", labels=["pool"]
+        )
+        pools = (("requests", ctx.request_buffers), ("responses", ctx.frame_buffers), ("reads", ctx.read_buffers))
+        for name, pool in pools:
+            count.add_metric([name], pool.pooled)
+            size.add_metric([name], pool.pooled_bytes)
+        yield count
+        yield size
 
     @staticmethod
     def _fetch_sessions(ctx: BrokerContext) -> Iterator[Metric]:

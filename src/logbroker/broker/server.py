@@ -31,6 +31,8 @@ from .logfilter import RepeatFilter
 from .metrics import MetricsEndpoint
 
 log = logging.getLogger("logbroker.broker")
+# How often pooled buffers that went unused are let go (`BufferPool.trim`).
+BUFFER_TRIM_INTERVAL_S = 10.0
 _TLS_RECORD = 0x1603  # the first two bytes of a TLS handshake record, read as a frame size's high half
 
 
@@ -282,14 +284,18 @@ class Broker:
             conn.update_reading()
 
     async def _housekeeping(self) -> None:
-        """Connection timeouts every second; retention every `retention_check_interval_ms`."""
+        """Connection timeouts every second; pooled buffers left idle by a burst every
+        `BUFFER_TRIM_INTERVAL_S`; retention every `retention_check_interval_ms`."""
         interval = self.settings.retention_check_interval_ms / 1000
-        last_retention = time.monotonic()
+        last_retention = last_trim = time.monotonic()
         while True:
             await asyncio.sleep(min(interval, 1.0))
             now = time.monotonic()
             for conn in list(self._connections):
                 conn.check_timeouts(now)
+            if now - last_trim >= BUFFER_TRIM_INTERVAL_S:
+                last_trim = now
+                self.context.trim_buffers()
             if now - last_retention >= interval:
                 last_retention = now
                 deleted = self.context.enforce_retention()

@@ -11,6 +11,7 @@ not thread-safe, and several embedded brokers may run in one process.
 from __future__ import annotations
 
 import mmap
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -26,7 +27,8 @@ def anonymous(size: int) -> mmap.mmap:
 
 class BufferPool:
     """Free buffers by capacity (powers of two), bounded in count and total bytes; `allocate` makes a new
-    one (bytearray, or anonymous memory for request frames)."""
+    one (bytearray, or anonymous memory for request frames). Buffers are kept per size class, so a take
+    looks at a dozen classes at most however many are pooled; over a bound, the oldest given goes."""
 
     def __init__(
         self, max_bytes: int = 128 << 20, max_buffers: int = 16, allocate: Callable[[int], Any] = bytearray
@@ -34,31 +36,60 @@ class BufferPool:
         self.max_bytes = max_bytes
         self.max_buffers = max_buffers
         self._allocate = allocate
-        self._free: list[bytearray] = []
+        self._free: dict[int, deque[tuple[int, Any]]] = {}  # capacity -> (when given, buffer), oldest first
+        self._count = 0
         self._bytes = 0
+        self._given = 0
+        self._idle = 0  # the fewest buffers free since the last `trim`: that many were never needed
 
     def take(self, size: int) -> Any:
-        """A buffer of at least `size` bytes (contents undefined)."""
-        best = -1
-        for i, buf in enumerate(self._free):
-            if len(buf) >= size and (best < 0 or len(buf) < len(self._free[best])):
-                best = i
-        if best >= 0:
-            buf = self._free.pop(best)
-            self._bytes -= len(buf)
-            return buf
-        return self._allocate(max(POOLED_MIN, 1 << (size - 1).bit_length()))
+        """A buffer of at least `size` bytes (contents undefined): the warmest of the smallest class that fits."""
+        cap = max(POOLED_MIN, 1 << (size - 1).bit_length())
+        if self._count:
+            c = cap
+            while c <= self.max_bytes:
+                free = self._free.get(c)
+                if free:
+                    buf = free.pop()[1]
+                    self._count -= 1
+                    self._bytes -= c
+                    self._idle = min(self._idle, self._count)
+                    return buf
+                c <<= 1
+        return self._allocate(cap)
 
     def give(self, buf: Any) -> None:
         """Return a buffer nobody references any more."""
         n = len(buf)
-        if n < POOLED_MIN or n > self.max_bytes:
+        if n < POOLED_MIN or n > self.max_bytes or n & (n - 1):
             return
-        while self._free and (len(self._free) >= self.max_buffers or self._bytes + n > self.max_bytes):
-            self._bytes -= len(self._free.pop(0))  # the oldest goes
-        self._free.append(buf)
+        while self._count and (self._count >= self.max_buffers or self._bytes + n > self.max_bytes):
+            self._drop_oldest()
+        self._given += 1
+        self._free.setdefault(n, deque()).append((self._given, buf))
+        self._count += 1
         self._bytes += n
+
+    def trim(self) -> int:
+        """Let go of as many buffers as stayed free since the last trim (the oldest): a burst's buffers
+        go back to the system once it is over, while a steady load keeps what it uses. Returns how many."""
+        dropped = self._idle
+        for _ in range(dropped):
+            self._drop_oldest()
+        self._idle = self._count
+        return dropped
+
+    def _drop_oldest(self) -> None:
+        free = min((q for q in self._free.values() if q), key=lambda q: q[0][0])
+        n = len(free.popleft()[1])
+        self._count -= 1
+        self._bytes -= n
+        self._idle = min(self._idle, self._count)
 
     @property
     def pooled_bytes(self) -> int:
         return self._bytes
+
+    @property
+    def pooled(self) -> int:
+        return self._count
