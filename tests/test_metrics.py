@@ -256,23 +256,23 @@ def test_connections_by_listener(served: BrokerProcess) -> None:
     assert value(after, "logbroker_connections_refused_total", listener="PLAINTEXT") == 0
 
 
+def produce_frame(topic: str, correlation_id: int, value: bytes) -> bytes:
+    """A Produce v9 request frame (acks=all) of one record to partition 0, for clients written by hand."""
+    req_cls = api(ApiKey.Produce).request
+    p = req_cls.TopicProduceData
+    data = [p.PartitionProduceData(index=0, records=build_batch([NewRecord(None, value)]))]
+    body = req_cls(transactional_id=None, acks=-1, timeout_ms=10_000, topic_data=[p(name=topic, partition_data=data)])
+    return encode_request(SPEC_PRODUCE, 9, correlation_id, "by-hand", body)
+
+
 def test_a_deep_pipeline_is_muted_once_per_half_not_once_per_answer(served: BrokerProcess) -> None:
     """A client with more produces in flight than max_pipelined_requests (100; librdkafka allows a million)
     gets every answer in order; reading its connection pauses at 100 and resumes once 50 are answered, so a
     pipeline of 400 mutes it about 8 times, not at nearly every answer (as when resuming at 99)."""
     topic = unique("pipeline")
     create_topic(served.bootstrap, topic)
-    req_cls = api(ApiKey.Produce).request
-    p = req_cls.TopicProduceData
     count = 400
-
-    def one(cid: int) -> bytes:
-        data = [p.PartitionProduceData(index=0, records=build_batch([NewRecord(None, b"v%d" % cid)]))]
-        topics = [p(name=topic, partition_data=data)]
-        body = req_cls(transactional_id=None, acks=-1, timeout_ms=10_000, topic_data=topics)
-        return encode_request(SPEC_PRODUCE, 9, cid, "pipeliner", body)
-
-    frames = b"".join(one(cid) for cid in range(1, count + 1))
+    frames = b"".join(produce_frame(topic, cid, b"v%d" % cid) for cid in range(1, count + 1))
     before = scrape(served)
     raw = Wire(served.bootstrap, timeout=30)
     try:
@@ -297,18 +297,8 @@ def test_a_burst_of_large_produces_is_received_into_pooled_buffers(served: Broke
     at once had nearly every frame land in fresh, page-faulted memory)."""
     topic = unique("burst")
     create_topic(served.bootstrap, topic)
-    req_cls = api(ApiKey.Produce).request
-    p = req_cls.TopicProduceData
     clients = 40
-
-    def frame(cid: int) -> bytes:
-        value = bytes([cid]) * 200_000
-        data = [p.PartitionProduceData(index=0, records=build_batch([NewRecord(None, value)]))]
-        topics = [p(name=topic, partition_data=data)]
-        body = req_cls(transactional_id=None, acks=-1, timeout_ms=10_000, topic_data=topics)
-        return encode_request(SPEC_PRODUCE, 9, cid, "burst", body)
-
-    frames = [frame(cid) for cid in range(1, clients + 1)]
+    frames = [produce_frame(topic, cid, bytes([cid]) * 200_000) for cid in range(1, clients + 1)]
     wires = [Wire(served.bootstrap, timeout=30) for _ in range(clients)]
     try:
         for w, f in zip(wires, frames, strict=True):
