@@ -53,11 +53,12 @@ _partition = st.fixed_dictionaries(
 )
 _response = st.fixed_dictionaries(
     {
-        "version": st.integers(4, 12),
+        "version": st.integers(4, 18),
         "throttle": st.integers(0, 10_000),
         "error": st.sampled_from([0, 70, 71]),
         "session": st.integers(0, 2**31 - 1),
-        "topics": st.lists(st.tuples(st.text(min_size=1, max_size=20), st.lists(_partition, max_size=4)), max_size=3),
+        "topics": st.lists(st.tuples(st.text(min_size=1, max_size=20), st.uuids(), st.lists(_partition, max_size=4)),
+                           max_size=3),
     }
 )
 
@@ -78,7 +79,7 @@ def test_spliced_frame_equals_the_codecs_frame(case: dict[str, Any], tmp_path: P
 
         def build(external: bool) -> Any:
             topics = []
-            for name, parts in case["topics"]:
+            for name, topic_id, parts in case["topics"]:
                 pds = []
                 for p in parts:
                     records: Any = p["records"]
@@ -87,7 +88,7 @@ def test_spliced_frame_equals_the_codecs_frame(case: dict[str, Any], tmp_path: P
                         os.write(fd, records)
                         records = FileRange(None, fd, pos, len(records), 0)
                     pds.append(_pd(p, records))
-                topics.append(TR(topic=name, partitions=pds))
+                topics.append(TR(topic=name, topic_id=topic_id, partitions=pds))
             return R(throttle_time_ms=case["throttle"], error_code=case["error"], session_id=case["session"],
                      responses=topics)  # fmt: skip
 

@@ -187,6 +187,15 @@ class BrokerSettings(BaseSettings):
         True, description="create a topic on its first Metadata or Produce request naming it"
     )
     num_partitions: int = Field(1, ge=1, description="partitions of auto-created topics")
+    max_request_partition_size_limit: int = Field(
+        2000, ge=1, description="partitions one DescribeTopicPartitions answer describes at most"
+    )
+    offsets_topic_num_partitions: int = Field(
+        50, ge=1, description="partitions of __consumer_offsets, listed once a group first finds its coordinator"
+    )
+    transaction_state_log_num_partitions: int = Field(
+        50, ge=1, description="partitions of __transaction_state, listed once a producer first finds its coordinator"
+    )
     delete_topic_enable: bool = Field(True, description="allow DeleteTopics")
     message_max_bytes: int = Field(1048588, ge=64, description="largest record batch accepted")
     socket_request_max_bytes: int = Field(104857600, ge=1024, description="largest request frame")

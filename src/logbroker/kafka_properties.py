@@ -97,6 +97,9 @@ def _list(raw: str) -> str:
 # properties handled by rules of their own (listeners, log dirs, ids, retention and roll times) are below.
 KAFKA_NAMES: Mapping[str, tuple[str, Callable[[str], Any]]] = {
     "num.partitions": ("num_partitions", _int),
+    "offsets.topic.num.partitions": ("offsets_topic_num_partitions", _int),
+    "max.request.partition.size.limit": ("max_request_partition_size_limit", _int),
+    "transaction.state.log.num.partitions": ("transaction_state_log_num_partitions", _int),
     "auto.create.topics.enable": ("auto_create_topics", _bool),
     "delete.topic.enable": ("delete_topic_enable", _bool),
     "message.max.bytes": ("message_max_bytes", _int),

@@ -34,6 +34,7 @@ from .auth.acls import (
     ResourceType,
     parse_super_users,
 )
+from .auth.checks import KAFKA_INTERNAL_TOPICS
 from .auth.users import UserStore
 from .configs import BrokerConfigs
 from .fetch_sessions import FetchSession, FetchSessionCache
@@ -54,6 +55,12 @@ PartitionKey = tuple[str, int]
 # Warm memory kept for large request frames (`BrokerContext.request_buffers`).
 REQUEST_POOL_BYTES = 128 << 20
 
+
+# The coordinators' topics this broker makes on demand, and the setting that gives each its partitions.
+INTERNAL_TOPIC_PARTITIONS = {
+    "__consumer_offsets": "offsets_topic_num_partitions",
+    "__transaction_state": "transaction_state_log_num_partitions",
+}
 
 class NoResponse:
     """A handler result meaning: send nothing (acks=0), optionally closing the connection after."""
@@ -413,6 +420,10 @@ class BrokerContext:
             return ErrorCode.NONE
         if topic in storage.unavailable:
             return ErrorCode.KAFKA_STORAGE_ERROR
+        if topic in INTERNAL_TOPIC_PARTITIONS:
+            if not (allow_auto_create and self.settings.auto_create_topics):
+                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return self.ensure_internal_topic(topic)
         try:
             validate_topic_name(topic)
             if not (allow_auto_create and self.settings.auto_create_topics):
@@ -424,8 +435,27 @@ class BrokerContext:
         log.info("topic %s auto-created%s: %d partitions", for_log(topic), who, meta.partitions)
         return ErrorCode.NONE
 
+    def ensure_internal_topic(self, topic: str) -> ErrorCode:
+        """Kafka makes a coordinator's topic (`__consumer_offsets`, `__transaction_state`) on the first
+        FindCoordinator for it, or a Metadata request naming it. Here the coordinators keep their state in
+        their own logs, so the topic is what clients see of it: listed as internal, readable, and closed to
+        their produces. NONE once it exists; KAFKA_STORAGE_ERROR when it cannot be made."""
+        storage = self._storage
+        if topic in storage.topics:
+            return ErrorCode.NONE
+        if topic in storage.unavailable:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        partitions = getattr(self.settings, INTERNAL_TOPIC_PARTITIONS[topic])
+        try:
+            storage.create_topic(topic, partitions, internal=True)
+        except TopicError as exc:
+            log.warning("internal topic %s could not be created: %s", topic, exc)
+            return exc.error
+        log.info("internal topic %s created: %d partitions", topic, partitions)
+        return ErrorCode.NONE
+
     def create_topic(self, name: str, partitions: int, configs: dict[str, str | None] | None = None) -> TopicMeta:
-        meta = self._storage.create_topic(name, partitions, configs)
+        meta = self._storage.create_topic(name, partitions, configs, internal=name in KAFKA_INTERNAL_TOPICS)
         log.info("topic %s created: %d partitions, configs: %s", for_log(name), partitions, config_values(meta.configs))
         return meta
 

@@ -14,6 +14,11 @@ session_epoch) pick one of four cases:
   removed, and a session left empty is closed (the fetch then is sessionless).
 - any other epoch goes the incremental way, and fails there as Kafka's does.
 
+A session made by a Fetch v13+ (topics named by id, KIP-516) is keyed by name like any other, each
+partition remembering the topic id it was asked under (the handler resolves ids to names first, and
+answers UNKNOWN_TOPIC_ID where the id is unknown or no longer the topic's). An incremental request that
+switches between ids and names gets FETCH_SESSION_TOPIC_ID_ERROR, as from Kafka.
+
 The cache follows Kafka's: `max_incremental_fetch_session_cache_slots` split over 8 shards that new
 sessions are dealt to in turn (a shard holds slots // 8, so fewer than 8 slots means no sessions at all),
 eviction only within a shard. A full shard evicts its least recently used session once that one is idle
@@ -41,6 +46,7 @@ from typing import Any
 from logbroker.protocol import ErrorCode as E
 
 INVALID_SESSION_ID = 0
+TOPIC_IDS_FROM = 13  # Fetch versions that name topics by id
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 EVICTION_MS = 120_000  # Kafka's MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS
@@ -62,14 +68,18 @@ class CachedPartition:
 
     It has the attribute names of a request's FetchPartition, so the fetch path reads it like one."""
 
-    __slots__ = ("current_leader_epoch", "fetch_offset", "hwm", "log_start", "lso", "partition", "partition_max_bytes")
+    __slots__ = (
+        "current_leader_epoch", "fetch_offset", "hwm", "log_start", "lso", "partition", "partition_max_bytes",
+        "topic_id",
+    )  # fmt: skip
 
-    def __init__(self, partition: int, req: Any) -> None:
+    def __init__(self, partition: int, req: Any, topic_id: Any = None) -> None:
         self.partition = partition
-        self.update(req)
+        self.update(req, topic_id)
         self.hwm = self.lso = self.log_start = -1
 
-    def update(self, req: Any) -> None:
+    def update(self, req: Any, topic_id: Any = None) -> None:
+        self.topic_id = topic_id  # the id a v13+ request named the topic by (None below v13)
         self.fetch_offset = req.fetch_offset
         self.partition_max_bytes = req.partition_max_bytes
         self.current_leader_epoch = getattr(req, "current_leader_epoch", -1)
@@ -99,6 +109,7 @@ class FetchSession:
     last_used_ms: float
     epoch: int = 1
     shard: int = 0
+    uses_ids: bool = False  # made by a Fetch v13+: its requests name topics by id
     cached_size: int = -1  # the size at the last touch: the eviction rank and the partitions gauge use it
     evictable_by_all: bool = False
     evictable_by_privileged: bool = False
@@ -203,7 +214,7 @@ class FetchSessionCache:
                 if not held:
                     del self.watchers[key]
 
-    def create(self, privileged: bool, partitions: dict[PartitionKey, CachedPartition]) -> int:
+    def create(self, privileged: bool, partitions: dict[PartitionKey, CachedPartition], uses_ids: bool = False) -> int:
         """A new session for these partitions, or INVALID_SESSION_ID when its shard is full and nothing may go."""
         n = self._next_shard
         self._next_shard = (n + 1) % SHARDS
@@ -213,7 +224,7 @@ class FetchSessionCache:
             return INVALID_SESSION_ID
         if len(shard.sessions) >= shard.slots and not self._evict(shard, privileged, len(partitions), now):
             return INVALID_SESSION_ID
-        session = FetchSession(self._new_id(n, shard), privileged, partitions, now, now, shard=n)
+        session = FetchSession(self._new_id(n, shard), privileged, partitions, now, now, shard=n, uses_ids=uses_ids)
         shard.sessions[session.id] = session
         self.touch(session, now)
         self.created += 1
@@ -264,24 +275,28 @@ class FetchSessionCache:
         """What a Fetch request means for sessions, decided before it reads anything (Kafka's newContext)."""
         sid = body.session_id if version >= 7 else INVALID_SESSION_ID
         epoch = body.session_epoch if version >= 7 else FINAL_EPOCH
+        uses_ids = version >= TOPIC_IDS_FROM
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
             if sid != INVALID_SESSION_ID and (old := self.get(sid)) is not None:
                 self.remove(old)
-            return FetchContext(self, body.topics, epoch, privileged=privileged)
+            return FetchContext(self, body.topics, epoch, privileged=privileged, uses_ids=uses_ids)
         session = self.get(sid)
         if session is None:
             return FetchContext(self, [], epoch, error=E.FETCH_SESSION_ID_NOT_FOUND)
+        if session.uses_ids != uses_ids:
+            return FetchContext(self, [], epoch, error=E.FETCH_SESSION_TOPIC_ID_ERROR)
         if session.epoch != epoch:
             return FetchContext(self, [], epoch, error=E.INVALID_FETCH_SESSION_EPOCH)
         parts = session.partitions
         size = len(parts)
         for t in body.topics:
+            tid = t.topic_id if uses_ids else None
             for p in t.partitions:
                 cached = parts.get((t.topic, p.partition))
                 if cached is None:
-                    parts[(t.topic, p.partition)] = CachedPartition(p.partition, p)
+                    parts[(t.topic, p.partition)] = CachedPartition(p.partition, p, tid)
                 else:
-                    cached.update(p)
+                    cached.update(p, tid)
         for f in body.forgotten_topics_data or ():
             for i in f.partitions:
                 if parts.pop((f.topic, i), None) is not None:
@@ -305,21 +320,22 @@ class FetchSessionCache:
 class _Topic:
     """A run of one topic's session partitions, shaped like a request's FetchTopic."""
 
-    __slots__ = ("partitions", "topic")
+    __slots__ = ("partitions", "topic", "topic_id")
 
-    def __init__(self, topic: str, partitions: list[CachedPartition]) -> None:
+    def __init__(self, topic: str, partitions: list[CachedPartition], topic_id: Any = None) -> None:
         self.topic = topic
         self.partitions = partitions
+        self.topic_id = topic_id
 
 
 def _runs(parts: dict[PartitionKey, CachedPartition]) -> Iterator[_Topic]:
     """Session partitions in order, consecutive ones of a topic together (as Kafka's response groups them)."""
     current: _Topic | None = None
     for (topic, _), cp in parts.items():
-        if current is None or current.topic != topic:
+        if current is None or current.topic != topic or current.topic_id != cp.topic_id:
             if current is not None:
                 yield current
-            current = _Topic(topic, [])
+            current = _Topic(topic, [], cp.topic_id)
         current.partitions.append(cp)
     if current is not None:
         yield current
@@ -337,6 +353,7 @@ class FetchContext:
         error: int = 0,
         session: FetchSession | None = None,
         privileged: bool = False,
+        uses_ids: bool = False,
     ) -> None:
         self.cache = cache
         self.topics = topics  # what to read: the request's topics, or the session's partitions
@@ -344,6 +361,7 @@ class FetchContext:
         self.error = error  # a session error: answered at once, no partitions
         self.session = session  # an incremental fetch's session
         self.privileged = privileged
+        self.uses_ids = uses_ids
         self.quiet: list[PartitionKey] = []  # session partitions left out of this round's read
 
     def reading(self, get_log: Callable[[str, int], Any], denied: frozenset[str] | bool | None) -> Iterable[Any]:
@@ -374,7 +392,7 @@ class FetchContext:
                 else:
                     busy.append(cp)
             if busy:
-                out.append(_Topic(t.topic, busy))
+                out.append(_Topic(t.topic, busy, t.topic_id))
         return out
 
     def answer(self, responses: list[Any]) -> tuple[int, int, list[Any]]:
@@ -388,7 +406,9 @@ class FetchContext:
         if session is None:
             if self.epoch != INITIAL_EPOCH:
                 return 0, INVALID_SESSION_ID, responses
-            return 0, self.cache.create(self.privileged, _cache_of(self.topics, responses)), responses
+            cached = _cache_of(self.topics, responses, self.uses_ids)
+            created = self.cache.create(self.privileged, cached, self.uses_ids)
+            return 0, created, responses
         if session.epoch != next_epoch(self.epoch):  # another request used the session meanwhile
             return E.INVALID_FETCH_SESSION_EPOCH, session.id, []
         parts = session.partitions
@@ -408,12 +428,13 @@ class FetchContext:
         return 0, session.id, kept
 
 
-def _cache_of(topics: Iterable[Any], responses: list[Any]) -> dict[PartitionKey, CachedPartition]:
+def _cache_of(topics: Iterable[Any], responses: list[Any], uses_ids: bool) -> dict[PartitionKey, CachedPartition]:
     """A new session's partitions, from the request and what its full answer told the client."""
     parts: dict[PartitionKey, CachedPartition] = {}
     for t in topics:
+        tid = t.topic_id if uses_ids else None
         for p in t.partitions:
-            parts[(t.topic, p.partition)] = CachedPartition(p.partition, p)
+            parts[(t.topic, p.partition)] = CachedPartition(p.partition, p, tid)
     for t in responses:
         for pd in t.partitions:
             cached = parts.get((t.topic, pd.partition_index))

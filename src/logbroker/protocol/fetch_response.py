@@ -7,9 +7,9 @@ encoder then returns the frame as parts in send order: frame bytes (size, header
 as views of one small buffer, and the external ranges between them, which the connection sends with
 `sendfile` (the kernel copies page cache to socket; no user-space copy at all).
 
-Straight-line code for Fetch v4-12, the versions served; property tests hold its output byte-equal to
-the generated codec's. A response the fast path does not cover (a tagged field set on a partition)
-gets `None`, and the caller falls back to the codec with the ranges read into memory.
+Straight-line code for Fetch v4-18, the versions served (v13+ name topics by id); property tests hold
+its output byte-equal to the generated codec's. A response the fast path does not cover (a tagged field
+set on a partition) gets `None`, and the caller falls back to the codec with the ranges read into memory.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from typing import Any, Protocol
 
 FETCH_KEY = 1
 MIN_VERSION = 4
-MAX_VERSION = 12
+MAX_VERSION = 18
 FLEXIBLE_FROM = 12
+TOPIC_IDS_FROM = 13
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -140,13 +141,17 @@ def encode_fetch_frame(version: int, correlation_id: int, response: Any) -> Spli
     topics = response.responses
     _length(out, len(topics), flex)
     part = _PART_V5 if version >= 5 else _PART_V4
+    by_id = version >= TOPIC_IDS_FROM
     for t in topics:
-        name = t.topic.encode()
-        if flex:
-            _uvarint(out, len(name) + 1)
+        if by_id:
+            out += t.topic_id.bytes
         else:
-            out += _I16.pack(len(name))
-        out += name
+            name = t.topic.encode()
+            if flex:
+                _uvarint(out, len(name) + 1)
+            else:
+                out += _I16.pack(len(name))
+            out += name
         ps = t.partitions
         _length(out, len(ps), flex)
         for p in ps:

@@ -19,7 +19,7 @@ from .apis import ApiSpec
 from .buffers import POOLED_MIN, BufferPool
 from .errors import ErrorCode, ProtocolError
 from .primitives import MAX_STRING_BYTES, skip_tagged_fields
-from .produce import FIRST_TOPIC_ID_VERSION, decode_produce
+from .produce import decode_produce
 from .readers import MalformedRequest, NullField, Overrun, compile_request_decoder
 
 PRODUCE_KEY = 0
@@ -64,7 +64,7 @@ _decoders: dict[tuple[int, int], Any] = {}
 
 def decode_body(spec: ApiSpec, version: int, frame: memoryview, pos: int) -> Any:
     """The request body at `pos`, decoded by Kafka's reader rules (`readers`); raises ProtocolError."""
-    if spec.key == PRODUCE_KEY and version < FIRST_TOPIC_ID_VERSION:
+    if spec.key == PRODUCE_KEY:
         return decode_produce(spec.request[None], version, frame, pos)  # records stay views into the frame
     key = (spec.key, version)
     fn = _decoders.get(key)

@@ -1,7 +1,7 @@
 """Produce requests decoded without copying their records.
 
 The generic codec copies every `records` field out of the frame; for Produce that is the whole payload,
-so this decoder (Kafka's ProduceRequest schema, versions 0-12, the ones that name topics) leaves each
+so this decoder (Kafka's ProduceRequest schema, every version: v13+ names topics by id) leaves each
 partition's records as a view into the request frame. The frame belongs to its request and is writable,
 so the broker validates, stamps offsets and writes the batches where they arrived. The result is the
 codec's own ProduceRequest object; tests hold the two decoders equal on every version. Written flat, as
@@ -11,6 +11,7 @@ straight-line code: a one-record request must not cost more than the generated d
 from __future__ import annotations
 
 import struct
+import uuid
 from typing import Any
 
 from .errors import ProtocolError
@@ -73,9 +74,7 @@ def _text(mv: memoryview, pos: int, n: int, name: str, what: str) -> str:
 
 
 def decode_produce(request_cls: Any, version: int, frame: memoryview, pos: int) -> Any:
-    """The Produce request of `version` (< 13) starting at `pos` of `frame`, records as views."""
-    if version >= FIRST_TOPIC_ID_VERSION:
-        raise ValueError(f"Produce v{version} names topics by id; use the generic codec")
+    """The Produce request of `version` starting at `pos` of `frame`, records as views."""
     name = f"{request_cls.name} v{version}"
     decode = _decode_flexible if version >= FIRST_FLEXIBLE_VERSION else _decode_classic
     try:
@@ -115,6 +114,7 @@ def _decode_classic(cls: Any, version: int, mv: memoryview, pos: int, name: str)
         if n < 0:
             raise _null(name, f"topic_data[{i}].name")
         topic.name = _text(mv, pos, n, name, f"topic_data[{i}].name")
+        topic.topic_id = None
         pos += n
         nparts = _I32.unpack_from(mv, pos)[0]
         pos += 4
@@ -159,14 +159,24 @@ def _decode_flexible(cls: Any, version: int, mv: memoryview, pos: int, name: str
         raise _Overrun
     topic_cls = cls.TopicProduceData
     part_cls = topic_cls.PartitionProduceData
+    by_id = version >= FIRST_TOPIC_ID_VERSION
     topics = []
     for i in range(count):
         topic = _new(topic_cls, version)
-        n, pos = read_uvarint(mv, pos)
-        if not n:
-            raise _null(name, f"topic_data[{i}].name")
-        topic.name = _text(mv, pos, n - 1, name, f"topic_data[{i}].name")
-        nparts, pos = read_uvarint(mv, pos + n - 1)
+        if by_id:  # v13+: a topic id and no name (the codec's objects read "" for it)
+            if pos + 16 > end:
+                raise _Overrun
+            topic.topic_id = uuid.UUID(bytes=bytes(mv[pos : pos + 16]))
+            topic.name = ""
+            pos += 16
+        else:
+            n, pos = read_uvarint(mv, pos)
+            if not n:
+                raise _null(name, f"topic_data[{i}].name")
+            topic.name = _text(mv, pos, n - 1, name, f"topic_data[{i}].name")
+            topic.topic_id = None
+            pos += n - 1
+        nparts, pos = read_uvarint(mv, pos)
         if not nparts:
             raise _null(name, f"topic_data[{i}].partition_data")
         nparts -= 1

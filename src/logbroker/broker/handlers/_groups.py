@@ -1,4 +1,4 @@
-"""What the group handlers share: Kafka's limit on the strings a group answer echoes.
+"""What the group handlers share: Kafka's limit on the strings a group answer echoes, and topic ids.
 
 A request string over 32767 bytes never gets here (the request decoder closes the connection, as Kafka's
 readers do); but Kafka's writers cannot send one either, so an error message that would exceed the limit
@@ -8,9 +8,13 @@ readers do); but Kafka's writers cannot send one either, so an error message tha
 from __future__ import annotations
 
 import logging
+import uuid
+from typing import Any
 
 from logbroker.broker.groups.model import too_long
 from logbroker.protocol import ErrorCode as E
+
+from ..context import BrokerContext
 
 log = logging.getLogger("logbroker.broker")
 
@@ -23,4 +27,17 @@ def fit_message(code: int, message: str | None) -> tuple[int, str | None]:
     return code, message
 
 
-__all__ = ["fit_message"]
+def resolve_topic_ids(ctx: BrokerContext, topics: Any) -> None:
+    """OffsetCommit/OffsetFetch v10 name topics by id (KAFKA-14690): each gets its name, "" where the id is
+    unknown or zero (Kafka answers those UNKNOWN_TOPIC_ID on every partition, before any other check)."""
+    for t in topics or ():
+        meta = ctx.topic_by_id(t.topic_id) if t.topic_id is not None and t.topic_id.int else None
+        t.name = meta.name if meta is not None else ""
+
+
+def topic_id_of(ctx: BrokerContext, name: str) -> uuid.UUID:
+    meta = ctx.topic(name)
+    return uuid.UUID(meta.topic_id) if meta is not None else uuid.UUID(int=0)
+
+
+__all__ = ["fit_message", "resolve_topic_ids", "topic_id_of"]

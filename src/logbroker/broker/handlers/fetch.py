@@ -11,12 +11,19 @@ marker. read_uncommitted gets everything, aborted records included, as from Kafk
 
 With an authorizer a consumer needs READ on each topic (TOPIC_AUTHORIZATION_FAILED per partition otherwise);
 a fetch with a replica id is a follower's, which Kafka answers only with CLUSTER_ACTION on the cluster (every
-partition TOPIC_AUTHORIZATION_FAILED without it)."""
+partition TOPIC_AUTHORIZATION_FAILED without it).
+
+v13+ name topics by id (KIP-516): ids are resolved to names before anything else, and a partition whose
+id is unknown is answered UNKNOWN_TOPIC_ID, as Kafka does (a zero id fails the whole request there).
+v14-18 add only what followers and KRaft voters use (tiered storage, replica state, directory ids, high
+watermarks) and change nothing for a consumer; v15+ carry the replica id in ReplicaState."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
+import uuid
 from collections.abc import Iterable
 from typing import Any
 
@@ -29,6 +36,7 @@ from logbroker.storage.segment import FileRange
 from ..auth.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..context import BrokerContext
 from ..dispatch import handles
+from ..fetch_sessions import TOPIC_IDS_FROM
 
 log = logging.getLogger(__name__)
 API = api(ApiKey.Fetch)
@@ -38,11 +46,17 @@ PD = TR.PartitionData
 AT = PD.AbortedTransaction
 
 
-@handles(ApiKey.Fetch, 0, 12, rejected_below=4, exclusive=True)
+@handles(ApiKey.Fetch, 0, 18, rejected_below=4, exclusive=True)
 async def handle(ctx: BrokerContext, req: Request) -> R:
     body = req.body
     deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000
-    session = ctx.fetch_sessions.context(req.version, body, privileged=body.replica_id >= 0)
+    if req.version >= TOPIC_IDS_FROM:
+        if any(t.topic_id is None or not t.topic_id.int for t in body.topics):
+            # Kafka fails such a request as a whole (measured on 4.4: no topics, UNKNOWN_SERVER_ERROR).
+            ctx.metrics.errors(ApiKey.Fetch, [E.UNKNOWN_SERVER_ERROR])
+            return R(throttle_time_ms=0, error_code=E.UNKNOWN_SERVER_ERROR, session_id=0, responses=[])
+        _resolve_ids(ctx, body)
+    session = ctx.fetch_sessions.context(req.version, body, privileged=replica_id(req) >= 0)
     if session.error:  # FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH: answered at once
         ctx.metrics.errors(ApiKey.Fetch, [session.error])
         return R(throttle_time_ms=0, error_code=session.error, session_id=0, responses=[])
@@ -78,11 +92,44 @@ async def handle(ctx: BrokerContext, req: Request) -> R:
         ctx.metrics.waited(time.monotonic() - waited)  # the long poll: Kafka's RemoteTimeMs
 
 
+def replica_id(req: Request) -> int:
+    """The fetching replica's id (-1: a consumer); v15+ carry it in the tagged ReplicaState (KIP-903)."""
+    if req.version < 15:
+        return int(req.body.replica_id)
+    state = req.body.replica_state
+    return -1 if state is None else int(state.replica_id)
+
+
+def _unknown_id(topic_id: uuid.UUID | None) -> str:
+    """The name a topic id that names no topic goes by in this request and its session: not a legal topic
+    name, so it never finds a log."""
+    return f"?{topic_id}"
+
+
+def _resolve_ids(ctx: BrokerContext, body: Any) -> None:
+    """Names for the topic ids of a v13+ request (its topics and its forgotten topics)."""
+    for t in itertools.chain(body.topics, body.forgotten_topics_data or ()):
+        meta = ctx.topic_by_id(t.topic_id) if t.topic_id is not None and t.topic_id.int else None
+        t.topic = meta.name if meta is not None else _unknown_id(t.topic_id)
+
+
+def _id_error(ctx: BrokerContext, t: Any) -> int:
+    """A v13+ topic's error before any read, as Kafka's: UNKNOWN_TOPIC_ID for an id that named no topic
+    when the request (or its session) resolved it; INCONSISTENT_TOPIC_ID when a session's topic was
+    re-created under another id. A session's topic deleted since is the read's UNKNOWN_TOPIC_OR_PARTITION."""
+    if t.topic.startswith("?"):
+        return E.UNKNOWN_TOPIC_ID
+    meta = ctx.topic(t.topic)
+    if meta is not None and meta.topic_id != str(t.topic_id):
+        return E.INCONSISTENT_TOPIC_ID
+    return E.NONE
+
+
 def _denied(ctx: BrokerContext, req: Request, topics: Iterable[Any]) -> frozenset[str] | bool:
     """The topics this fetch may not read, or True when it may read none (Kafka's handleFetchRequest)."""
-    if req.body.replica_id >= 0:
+    if replica_id(req) >= 0:
         return not ctx.authorize(req, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
-    names = {t.topic for t in topics}
+    names = {t.topic for t in topics if not t.topic.startswith("?")}  # unknown ids are answered as such first
     return frozenset(names - ctx.authorize_names(req, AclOperation.READ, ResourceType.TOPIC, names))
 
 
@@ -108,12 +155,18 @@ def _collect(
     topics = []
     committed = version >= 4 and body.isolation_level == 1
     zero_copy = ctx.settings.fetch_zero_copy_bytes  # see docs/design.md, "The produce and fetch paths"
+    by_id = version >= TOPIC_IDS_FROM
     for t in body.topics if fetching is None else fetching:  # a session's partitions, or the request's
+        if by_id and (id_error := _id_error(ctx, t)):
+            errors.extend([id_error] * len(t.partitions))
+            topics.append(TR(topic=t.topic, topic_id=t.topic_id,
+                             partitions=[_pd(p.partition, id_error) for p in t.partitions]))  # fmt: skip
+            continue
+        tid = t.topic_id if by_id else None
         if denied and (denied is True or t.topic in denied):
             errors.extend([E.TOPIC_AUTHORIZATION_FAILED] * len(t.partitions))
-            topics.append(
-                TR(topic=t.topic, partitions=[_pd(p.partition, E.TOPIC_AUTHORIZATION_FAILED) for p in t.partitions])
-            )
+            refused = [_pd(p.partition, E.TOPIC_AUTHORIZATION_FAILED) for p in t.partitions]
+            topics.append(TR(topic=t.topic, topic_id=tid, partitions=refused))
             continue
         parts = []
         before = total
@@ -160,7 +213,7 @@ def _collect(
             parts.append(_pd(p.partition, 0, hwm, plog.log_start_offset, lso, data, aborted))
         if total > before:
             sent.append((t.topic, total - before))
-        topics.append(TR(topic=t.topic, partitions=parts))
+        topics.append(TR(topic=t.topic, topic_id=tid, partitions=parts))
     return R(throttle_time_ms=0, error_code=0, session_id=0, responses=topics), total, keys
 
 

@@ -1,5 +1,6 @@
 """FindCoordinator (10): this broker coordinates every group and every transactional id (any key, the
-empty one too, as in Kafka); other coordinator kinds (share groups) are not offered.
+empty one too, as in Kafka); other coordinator kinds (share groups) are not offered. As in Kafka, the
+first one of a kind makes that coordinator's internal topic (`__consumer_offsets`, `__transaction_state`).
 
 With an authorizer the key needs DESCRIBE (on the group, or on the transactional id): GROUP_ /
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise, with no coordinator (and, before v4, Kafka's message)."""
@@ -16,6 +17,7 @@ from ..dispatch import handles
 API = api(ApiKey.FindCoordinator)
 R = API.response
 GROUP, TRANSACTION = 0, 1
+INTERNAL_TOPIC = {GROUP: "__consumer_offsets", TRANSACTION: "__transaction_state"}
 # Kafka's v0-3 refusal carries the error's own message (Errors.message()); v4+ entries carry "".
 DENIED = {
     E.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
@@ -30,6 +32,8 @@ def _answer(ctx: BrokerContext, req: Request, key: str, key_type: int) -> tuple[
         return int(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), DENIED[E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED], -1, "", -1
     if key_type not in (GROUP, TRANSACTION):
         return int(E.INVALID_REQUEST), f"coordinator key type {key_type} is not served", -1, "", -1
+    if ctx.ensure_internal_topic(INTERNAL_TOPIC[key_type]):
+        return int(E.COORDINATOR_NOT_AVAILABLE), "the coordinator's topic could not be created", -1, "", -1
     host, port = ctx.endpoint(req.listener)
     return 0, "", ctx.node_id, host, port
 

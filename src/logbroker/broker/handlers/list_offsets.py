@@ -1,5 +1,8 @@
 """ListOffsets (2): earliest (-2), latest (-1; the last stable offset under read_committed), max timestamp (-3,
-v7+), earliest local (-4, v8+), by timestamp.
+v7+), earliest local (-4, v8+), latest tiered (-5, v9+), earliest pending upload (-6, v11+), by timestamp.
+
+Without tiered storage, as on a Kafka 4.4 broker without it: -4 is -2, and -5 and -6 find nothing (offset,
+timestamp and leader epoch -1, no error). v10 adds a timeout for remote-storage lookups, unused here.
 
 With an authorizer, a topic the principal may not DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED for each
 of its partitions, after the others (Kafka appends them to the answer)."""
@@ -25,12 +28,14 @@ R = API.response
 TR = R.ListOffsetsTopicResponse
 PR = TR.ListOffsetsPartitionResponse
 
-LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5, -6
 # The special timestamps a version may ask for (Kafka answers any other negative one UNSUPPORTED_VERSION).
-SPECIAL_SINCE = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
+SPECIAL_SINCE = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
+                 EARLIEST_PENDING_UPLOAD: 11}  # fmt: skip
+TIERED = (LATEST_TIERED, EARLIEST_PENDING_UPLOAD)  # nothing is tiered here: no offset to answer
 
 
-@handles(ApiKey.ListOffsets, 1, 8)
+@handles(ApiKey.ListOffsets, 1, 11)
 def handle(ctx: BrokerContext, req: Request) -> R:
     v = req.version
     body = req.body
@@ -61,7 +66,9 @@ def handle(ctx: BrokerContext, req: Request) -> R:
         # What a consumer of this isolation level may fetch (Kafka's lastFetchableOffset): read_committed
         # ones start from the last stable offset, not the end, and no lookup answers at or beyond it.
         fetchable = plog.last_stable_offset if v >= 2 and body.isolation_level == 1 else plog.next_offset
-        if ts in (LATEST, LATEST_TIERED):
+        if ts in TIERED:
+            return PR(partition_index=p.partition_index, error_code=0, timestamp=-1, offset=-1, leader_epoch=-1)
+        if ts == LATEST:
             offset = fetchable
         elif ts in (EARLIEST, EARLIEST_LOCAL):
             offset = plog.log_start_offset

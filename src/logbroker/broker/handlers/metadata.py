@@ -61,7 +61,7 @@ def _authorize(
     return [n for n in names if n in allowed and n not in skip], refused
 
 
-@handles(ApiKey.Metadata, 0, 12)
+@handles(ApiKey.Metadata, 0, 13)
 def handle(ctx: BrokerContext, req: Request) -> R:
     body = req.body
     v = req.version
@@ -88,7 +88,7 @@ def handle(ctx: BrokerContext, req: Request) -> R:
             authorized_operations=NO_OPS,
         )
     if body.topics is None or (v == 0 and not body.topics):
-        names = [m.name for m in ctx.topics(include_internal=False)]
+        names = [m.name for m in ctx.topics()]  # internal ones too (is_internal), as Kafka lists them
         requested = False
     else:
         names = []

@@ -1,7 +1,8 @@
 """OffsetCommit (8): validated against the group's generation, durable before the answer.
 
 As in Kafka, any group id is accepted (the empty one too), a commit from outside a generation creates a
-"simple" group, and v2-4's `retention_time_ms` gives the offsets an explicit expiry.
+"simple" group, and v2-4's `retention_time_ms` gives the offsets an explicit expiry. v10 names topics by
+id: an unknown one is UNKNOWN_TOPIC_ID on each of its partitions, before anything else is looked at.
 
 With an authorizer (Kafka's KafkaApis order): without READ on the group every partition is answered
 GROUP_AUTHORIZATION_FAILED and nothing is looked at; then a topic without READ is TOPIC_AUTHORIZATION_FAILED
@@ -20,6 +21,9 @@ from logbroker.protocol import ErrorCode as E
 from ..auth.acls import AclOperation, ResourceType
 from ..context import BrokerContext, NoResponse
 from ..dispatch import handles
+from ._groups import resolve_topic_ids
+
+TOPIC_IDS_FROM = 10  # OffsetCommit versions that name topics by id
 
 API = api(ApiKey.OffsetCommit)
 R = API.response
@@ -27,22 +31,27 @@ TR = R.OffsetCommitResponseTopic
 PR = TR.OffsetCommitResponsePartition
 
 
-@handles(ApiKey.OffsetCommit, 0, 9, rejected_below=2)
+@handles(ApiKey.OffsetCommit, 0, 10, rejected_below=2)
 async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     b = req.body
     v = req.version
+    by_id = v >= TOPIC_IDS_FROM
+    if by_id:
+        resolve_topic_ids(ctx, b.topics)
     readable: set[str] | None = None
     if ctx.authorizer is not None:
         if not ctx.authorize(req, AclOperation.READ, ResourceType.GROUP, b.group_id):
             return _refused(b, E.GROUP_AUTHORIZATION_FAILED)
-        readable = ctx.authorize_names(req, AclOperation.READ, ResourceType.TOPIC, (t.name for t in b.topics))
+        readable = ctx.authorize_names(
+            req, AclOperation.READ, ResourceType.TOPIC, (t.name for t in b.topics if t.name or not by_id)
+        )
         if not any(
             t.name in readable and ctx.get_log(t.name, p.partition_index) is not None
             for t in b.topics
             for p in t.partitions
         ):
             # Kafka answers without the coordinator when no partition is both readable and known.
-            return _refused(b, E.TOPIC_AUTHORIZATION_FAILED, readable)
+            return _refused(b, E.TOPIC_AUTHORIZATION_FAILED, readable, by_id)
     coord = ctx.groups
     group_err = coord.check_commit(
         b.group_id,
@@ -60,7 +69,9 @@ async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
         parts = []
         for p in t.partitions:
             # Unknown partitions are answered before the group is looked at (Kafka's KafkaApis does so).
-            if readable is not None and t.name not in readable:
+            if by_id and not t.name:
+                err = E.UNKNOWN_TOPIC_ID
+            elif readable is not None and t.name not in readable:
                 err = E.TOPIC_AUTHORIZATION_FAILED
             elif ctx.get_log(t.name, p.partition_index) is None:
                 err = E.UNKNOWN_TOPIC_OR_PARTITION
@@ -77,7 +88,9 @@ async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
                     p.committed_offset, epoch, p.committed_metadata, now, expire_ms
                 )
             parts.append(PR(partition_index=p.partition_index, error_code=int(err)))
-        topics.append(TR(name=t.name, partitions=parts))
+        topics.append(TR(name=t.name, topic_id=t.topic_id, partitions=parts))
+    if by_id:  # Kafka answers unknown ids first
+        topics.sort(key=lambda tr: bool(tr.name))
     if accepted:
         try:
             await coord.commit(b.group_id, accepted)
@@ -89,15 +102,18 @@ async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     return R(throttle_time_ms=0, topics=topics)
 
 
-def _refused(b: Any, error: E, readable: set[str] | None = None) -> R:
+def _refused(b: Any, error: E, readable: set[str] | None = None, by_id: bool = False) -> R:
     """Every partition answered `error`; with `readable`, only the unreadable topics get it and the others
     UNKNOWN_TOPIC_OR_PARTITION (the answer Kafka gives without asking the group)."""
     topics = []
     for t in b.topics:
         code = error if readable is None or t.name not in readable else E.UNKNOWN_TOPIC_OR_PARTITION
+        if by_id and not t.name and error == E.TOPIC_AUTHORIZATION_FAILED:
+            code = E.UNKNOWN_TOPIC_ID
         topics.append(
             TR(
                 name=t.name,
+                topic_id=t.topic_id,
                 partitions=[PR(partition_index=p.partition_index, error_code=int(code)) for p in t.partitions],
             )
         )

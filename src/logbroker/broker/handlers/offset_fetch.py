@@ -4,6 +4,7 @@ With `require_stable` (v7+, set by read_committed consumers) a partition whose g
 pending answers UNSTABLE_OFFSET_COMMIT with offset -1, per partition in every version (Kafka's
 OffsetMetadataManager.fetchOffsets/fetchAllOffsets): the consumer retries rather than start from the offset
 the transaction is about to replace. A fetch of all partitions lists only committed ones, as in Kafka.
+v10 names topics by id: an unknown id is UNKNOWN_TOPIC_ID on each partition asked for, its id echoed.
 
 With an authorizer (Kafka's KafkaApis): a group needs DESCRIBE (else GROUP_AUTHORIZATION_FAILED for the
 group, with no topics); a named topic without DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED per partition
@@ -20,6 +21,9 @@ from logbroker.protocol import ErrorCode as E
 from ..auth.acls import AclOperation, ResourceType
 from ..context import BrokerContext, NoResponse
 from ..dispatch import handles
+from ._groups import resolve_topic_ids, topic_id_of
+
+TOPIC_IDS_FROM = 10  # OffsetFetch versions that name topics by id (in the v8+ layout of groups)
 
 API = api(ApiKey.OffsetFetch)
 R = API.response
@@ -65,19 +69,41 @@ def _group(ctx: BrokerContext, req: Request, group_id: str, topics: Any, stable:
     return 0, rows
 
 
-@handles(ApiKey.OffsetFetch, 0, 9, rejected_below=1)
+def _topic_id(ctx: BrokerContext, name: Any, ids: dict[str, Any]) -> Any:
+    """A v10 answer's topic id: the one asked by, the topic's own (all-partitions fetch), or the unknown
+    id itself (such rows carry the id where the name would be)."""
+    if not isinstance(name, str):
+        return name
+    return ids.get(name) or topic_id_of(ctx, name)
+
+
+@handles(ApiKey.OffsetFetch, 0, 10, rejected_below=1)
 def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     b = req.body
     stable = req.version >= 7 and bool(b.require_stable)
+    by_id = req.version >= TOPIC_IDS_FROM
     if req.version >= 8:
         groups = []
         for g in b.groups:
             G = R.OffsetFetchResponseGroup
             T = G.OffsetFetchResponseTopics
-            group_err, found = _group(ctx, req, g.group_id, g.topics, stable)
+            unknown: list[Any] = []
+            ids: dict[str, Any] = {}
+            asked = g.topics
+            if by_id and asked is not None:
+                resolve_topic_ids(ctx, asked)
+                unknown = [t for t in asked if not t.name]
+                asked = [t for t in asked if t.name]
+                ids = {t.name: t.topic_id for t in asked}
+            group_err, found = _group(ctx, req, g.group_id, asked, stable)
+            if by_id and group_err == 0:
+                # An unknown id: UNKNOWN_TOPIC_ID on each partition, the id echoed (Kafka answers them last).
+                missing = int(E.UNKNOWN_TOPIC_ID)
+                found += [(t.topic_id, [(p, -1, -1, "", missing) for p in t.partition_indexes]) for t in unknown]
             topics = [
                 T(
-                    name=name,
+                    name=name if isinstance(name, str) else "",
+                    topic_id=_topic_id(ctx, name, ids) if by_id else None,
                     partitions=[
                         T.OffsetFetchResponsePartitions(
                             partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m, error_code=err

@@ -18,7 +18,7 @@ from typing import Any
 
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
-from logbroker.protocol.produce import partition_response
+from logbroker.protocol.produce import FIRST_TOPIC_ID_VERSION, partition_response
 from logbroker.protocol.records import ATTRIBUTES, HEADER_SIZE, PRODUCER_ID, TRANSACTIONAL_FLAG, InvalidBatch
 from logbroker.protocol.validate import (
     RequestRefused,
@@ -31,6 +31,7 @@ from logbroker.protocol.validate import (
 from logbroker.storage.producers import SequenceError
 
 from ..auth.acls import CLUSTER_NAME, AclOperation, ResourceType
+from ..auth.checks import KAFKA_INTERNAL_TOPICS
 from ..context import NO_RESPONSE, NO_RESPONSE_CLOSE, BrokerContext
 from ..dispatch import handles
 
@@ -42,6 +43,7 @@ PR = TR.PartitionProduceResponse
 RecordError = PR.BatchIndexAndErrorMessage
 YIELD_AFTER_BYTES = 256 << 10
 _PID_EPOCH = struct.Struct(">qh")
+ADMIN_CLIENT_ID = "__admin_client"  # Kafka lets only this client id append to its internal topics
 
 
 def _name(error: int) -> str:
@@ -67,10 +69,19 @@ def _error_response(body: Any, error: int, message: str | None) -> R:
     return R(
         throttle_time_ms=0,
         responses=[
-            TR(name=t.name, partition_responses=[_part(p.index, error, message=message) for p in t.partition_data])
+            TR(name=t.name, topic_id=t.topic_id,
+               partition_responses=[_part(p.index, error, message=message) for p in t.partition_data])
             for t in body.topic_data
         ],
-    )
+    )  # fmt: skip
+
+
+def _resolve_ids(ctx: BrokerContext, body: Any) -> None:
+    """v13+ names topics by id only: each topic gets its name ("" for an unknown or zero id, which Kafka
+    answers UNKNOWN_TOPIC_ID per partition before any other check)."""
+    for t in body.topic_data:
+        meta = ctx.topic_by_id(t.topic_id) if t.topic_id is not None and t.topic_id.int else None
+        t.name = meta.name if meta is not None else ""
 
 
 def _refuse_request(ctx: BrokerContext, req: Request, error: E, message: str | None) -> Any:
@@ -82,9 +93,12 @@ def _refuse_request(ctx: BrokerContext, req: Request, error: E, message: str | N
     return _error_response(req.body, error, message)
 
 
-@handles(ApiKey.Produce, 0, 11, rejected_below=3)
+@handles(ApiKey.Produce, 0, 13, rejected_below=3)
 async def handle(ctx: BrokerContext, req: Request) -> Any:
     body = req.body
+    by_id = req.version >= FIRST_TOPIC_ID_VERSION
+    if by_id:
+        _resolve_ids(ctx, body)
     # Stage 1: the first batch of each partition, until a transactional one is found (Kafka's order).
     try:
         transactional = any(
@@ -105,13 +119,17 @@ async def handle(ctx: BrokerContext, req: Request) -> Any:
             req, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id
         ):
             return _refuse_request(ctx, req, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
-        writable = ctx.authorize_names(req, AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in body.topic_data))
+        writable = ctx.authorize_names(
+            req, AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in body.topic_data if t.name)
+        )
     acks = body.acks
     if acks not in (-1, 0, 1):
         log.info("refused produce from client %r: acks=%d is not -1, 0 or 1", req.header.client_id, acks)
         refused = _error_response(body, E.INVALID_REQUIRED_ACKS, f"acks={acks} is not -1, 0 or 1")
         for tr in refused.responses:
-            if writable is not None and tr.name not in writable:  # Kafka refuses these before the acks
+            if by_id and not tr.name:
+                tr.partition_responses = [_part(pr.index, E.UNKNOWN_TOPIC_ID) for pr in tr.partition_responses]
+            elif writable is not None and tr.name not in writable:  # Kafka refuses these before the acks
                 tr.partition_responses = [
                     _part(pr.index, E.TOPIC_AUTHORIZATION_FAILED) for pr in tr.partition_responses
                 ]
@@ -125,16 +143,28 @@ async def handle(ctx: BrokerContext, req: Request) -> Any:
     ] = []  # (slots, slot, topic, index, log, records, size)
     failed = False
     for t in body.topic_data:
+        if by_id and not t.name:
+            log.info("refused produce to topic id %s: UNKNOWN_TOPIC_ID", t.topic_id)
+            responses.append(TR(name="", topic_id=t.topic_id, partition_responses=[
+                _part(p.index, E.UNKNOWN_TOPIC_ID) for p in t.partition_data]))  # fmt: skip
+            failed = True
+            continue
         if writable is not None and t.name not in writable:
             # Kafka: TOPIC_AUTHORIZATION_FAILED for each partition, before looking the topic up.
             log.info("refused produce to %s: TOPIC_AUTHORIZATION_FAILED for %s", t.name, req.principal)
-            responses.append(TR(name=t.name, partition_responses=[
+            responses.append(TR(name=t.name, topic_id=t.topic_id, partition_responses=[
                 _part(p.index, E.TOPIC_AUTHORIZATION_FAILED) for p in t.partition_data]))  # fmt: skip
             failed = True
             continue
-        err = ctx.ensure_topic(t.name, writable is None or _may_create(ctx, req, t.name), by=req)
-        if err == E.INVALID_TOPIC_EXCEPTION:
-            err = E.UNKNOWN_TOPIC_OR_PARTITION  # Kafka looks the name up; an invalid one is simply not there
+        if t.name in KAFKA_INTERNAL_TOPICS:
+            # Never auto-created here; once the broker has made it, Kafka refuses appends from clients.
+            err = E.NONE if ctx.topic(t.name) is not None else E.UNKNOWN_TOPIC_OR_PARTITION
+            if not err and req.header.client_id != ADMIN_CLIENT_ID:
+                err = E.INVALID_TOPIC_EXCEPTION
+        else:
+            err = ctx.ensure_topic(t.name, writable is None or _may_create(ctx, req, t.name), by=req)
+            if err == E.INVALID_TOPIC_EXCEPTION:
+                err = E.UNKNOWN_TOPIC_OR_PARTITION  # Kafka looks the name up; an invalid one is simply not there
         parts: list[Any] = []
         for p in t.partition_data:
             plog = None if err else ctx.get_log(t.name, p.index)
@@ -159,7 +189,7 @@ async def handle(ctx: BrokerContext, req: Request) -> Any:
                 return _refuse_request(ctx, req, exc.error, exc.message)
             accepted.append((parts, len(parts), t.name, p.index, plog, p.records, size))
             parts.append(None)  # filled in by stage 4
-        responses.append(TR(name=t.name, partition_responses=parts))
+        responses.append(TR(name=t.name, topic_id=t.topic_id, partition_responses=parts))
 
     # Stage 3: a batch too short to read its producer id fails the whole request.
     if any(short_first_batch(size) for *_, size in accepted):
