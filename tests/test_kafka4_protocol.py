@@ -304,6 +304,12 @@ def test_consumer_offsets_is_listed_internal_and_closed_to_produce(bootstrap: st
     p.produce("__consumer_offsets", b"x", partition=0, on_delivery=lambda err, _m: errors.append(err))
     p.flush(15)
     assert [e.code() if e else None for e in errors] == [INVALID_TOPIC]
+    with Wire(bootstrap, timeout=30) as wire:
+        D = api(ApiKey.DeleteRecords).request
+        resp = wire.call(ApiKey.DeleteRecords, 2, D(timeout_ms=10_000, topics=[D.DeleteRecordsTopic(
+            name="__consumer_offsets", partitions=[D.DeleteRecordsTopic.DeleteRecordsPartition(
+                partition_index=0, offset=-1)])]))  # fmt: skip
+        assert [p.error_code for t in resp.topics for p in t.partitions] == [INVALID_TOPIC]
 
 
 def test_the_java_client_round_trips_on_the_newest_versions(bootstrap: str) -> None:

@@ -172,7 +172,23 @@ def test_produce_counts_bytes_messages_requests_and_fsync(served: BrokerProcess)
     versions = {
         dict(ls)["version"] for (n, ls) in after if n == "logbroker_requests_total" and ("api", "Produce") in ls
     }
-    assert versions and all(v.isdigit() and 3 <= int(v) <= 11 for v in versions), versions
+    assert versions and all(v.isdigit() and 3 <= int(v) <= 13 for v in versions), versions
+
+
+def test_the_java_client_uses_kafka_4s_newest_data_versions(served: BrokerProcess) -> None:
+    """The Java client 4.4 sends Produce v13 and Fetch v18 (topic ids, KIP-516) and Metadata v13 here, as
+    it does to Kafka 4.4: the versions the broker counted while it produced and consumed."""
+    from support import java_client_tool
+
+    topic = create_topic(served.bootstrap, unique("m-java"))
+    tool = java_client_tool()
+    before = scrape(served)
+    acks = tool.produce(served.bootstrap, topic, [{"value": b"v%d" % i, "partition": 0} for i in range(5)])
+    got = tool.consume(served.bootstrap, topic, from_offset=0, count=5, timeout_ms=60_000)
+    after = scrape(served)
+    assert [a["offset"] for a in acks] == list(range(5)) and len(got) == 5
+    for api_name, version in (("Produce", "13"), ("Fetch", "18"), ("Metadata", "13")):
+        assert delta(before, after, "logbroker_requests_total", api=api_name, version=version) >= 1, api_name
 
 
 def test_fetch_counts_the_bytes_consumers_read(served: BrokerProcess) -> None:

@@ -1,7 +1,8 @@
 """DeleteRecords (21): move the log start offset; offset -1 means the high watermark.
 
 Needs DELETE on each topic: a topic without it is TOPIC_AUTHORIZATION_FAILED (low watermark -1) whether it
-exists or not, checked before existence (KafkaApis.handleDeleteRecordsRequest)."""
+exists or not, checked before existence (KafkaApis.handleDeleteRecordsRequest). An internal topic
+(`__consumer_offsets`...) is INVALID_TOPIC_EXCEPTION, as from Kafka 4.4."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from logbroker.storage import PartitionLog
 from logbroker.storage.log import OffsetOutOfRange
 
 from ..auth.acls import AclOperation, ResourceType
+from ..auth.checks import KAFKA_INTERNAL_TOPICS
 from ..context import BrokerContext
 from ..dispatch import handles
 from ._partitions import by_partition
@@ -40,7 +42,15 @@ def handle(ctx: BrokerContext, req: Request) -> R:
 
     topics = _merged(req.body.topics)
     allowed = ctx.authorize_names(req, AclOperation.DELETE, ResourceType.TOPIC, [t.name for t in topics])
-    rows = by_partition(ctx, [t for t in topics if t.name in allowed], answer, error)
+    def internal(plog: PartitionLog, p: Any) -> Any:  # Kafka: only its coordinators delete those records
+        return error(p, E.INVALID_TOPIC_EXCEPTION)
+
+    rows = [
+        row
+        for t in topics
+        if t.name in allowed
+        for row in by_partition(ctx, [t], internal if t.name in KAFKA_INTERNAL_TOPICS else answer, error)
+    ]
     refused = E.TOPIC_AUTHORIZATION_FAILED
     denied = [(t.name, [error(p, refused) for p in t.partitions]) for t in topics if t.name not in allowed]
     return R(throttle_time_ms=0, topics=[TR(name=name, partitions=parts) for name, parts in [*rows, *denied]])
