@@ -316,8 +316,8 @@ def test_unknown_api_key_closes_the_connection(broker: BrokerProcess, witness: W
 
 @pytest.mark.parametrize(
     ("key", "version", "name"),
-    [(3, 13, "MetadataRequest"), (1, 13, "FetchRequest"), (0, 12, "ProduceRequest"), (2, 0, "ListOffsetsRequest")],
-    ids=["Metadata-v13", "Fetch-v13-topic-ids", "Produce-v12", "ListOffsets-v0-below-min"],
+    [(3, 14, "MetadataRequest"), (1, 19, "FetchRequest"), (0, 14, "ProduceRequest"), (2, 0, "ListOffsetsRequest")],
+    ids=["Metadata-v14", "Fetch-v19", "Produce-v14", "ListOffsets-v0-below-min"],
 )
 def test_unsupported_version_closes_the_connection(
     broker: BrokerProcess, witness: Witness, key: int, version: int, name: str

@@ -1,4 +1,5 @@
-"""KIP-848 consumer-group messages, declared from our own schema files (kafka-python lacks them)."""
+"""KIP-848 consumer-group and KIP-932 share-group messages, declared from our own schema files
+(kafka-python lacks them)."""
 
 from __future__ import annotations
 
@@ -20,4 +21,36 @@ class ConsumerGroupDescribeRequest(ApiMessage, load_json=schemas):
 
 
 class ConsumerGroupDescribeResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+class ShareGroupHeartbeatRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class ShareGroupHeartbeatResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+class ShareGroupDescribeRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class ShareGroupDescribeResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+class ShareFetchRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class ShareFetchResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+class ShareAcknowledgeRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class ShareAcknowledgeResponse(ApiMessage, load_json=schemas):
     pass
