@@ -285,6 +285,18 @@ class BrokerSettings(BaseSettings):
     )
     group_consumer_session_timeout_ms: int = Field(45_000, ge=100, description="KIP-848 member session timeout")
     group_consumer_heartbeat_interval_ms: int = Field(5_000, ge=10, description="KIP-848 heartbeat interval")
+    group_share_session_timeout_ms: int = Field(45_000, ge=100, description="share-group member session timeout")
+    group_share_heartbeat_interval_ms: int = Field(5_000, ge=10, description="share-group heartbeat interval")
+    group_share_max_size: int = Field(200, ge=1, le=1000, description="members of one share group at most")
+    group_share_record_lock_duration_ms: int = Field(
+        30_000, ge=1000, le=3_600_000, description="how long a share-group member holds the records it fetched"
+    )
+    group_share_delivery_count_limit: int = Field(
+        5, ge=2, le=10, description="deliveries of a record to share-group members before it is archived"
+    )
+    group_share_partition_max_record_locks: int = Field(
+        2000, ge=100, le=10_000, description="records of one share-partition in flight at most"
+    )
     offsets_retention_minutes: int = Field(7 * 24 * 60, ge=1, description="committed offsets of empty groups")
     # Client-created group state, bounded as Kafka's GroupCoordinatorConfig bounds it.
     offsets_retention_ms: int | None = Field(

@@ -46,6 +46,7 @@ from .log_cleaner import LogCleaner
 from .loggers import config_changes, config_values
 from .metrics import BrokerMetrics
 from .producer_ids import ProducerIdAllocator
+from .share import ShareConfig, ShareCoordinator, ShareStore
 from .txn import TxnCoordinator, TxnSettings, TxnStore
 
 log = logging.getLogger("logbroker.broker")
@@ -103,6 +104,7 @@ class BrokerContext:
         self._groups: Coordinator | None = None
         self._producer_ids: ProducerIdAllocator | None = None
         self._txns: TxnCoordinator | None = None
+        self._share: ShareCoordinator | None = None
         self._users: UserStore | None = None
         self._authorizer: Authorizer | None = None  # None: no authorizer configured, everything is allowed
         self._acl_store: AclStore | None = None
@@ -228,6 +230,23 @@ class BrokerContext:
             next_producer_id=self._producer_ids.next_id,
             complete_offsets=self._groups.complete_txn,
         )
+        self._share = ShareCoordinator(
+            ShareStore(data, self._logs.clean_start),
+            ShareConfig(
+                session_timeout_ms=s.group_share_session_timeout_ms,
+                heartbeat_interval_ms=s.group_share_heartbeat_interval_ms,
+                max_size=s.group_share_max_size,
+                record_lock_duration_ms=s.group_share_record_lock_duration_ms,
+                delivery_count_limit=s.group_share_delivery_count_limit,
+                partition_max_record_locks=s.group_share_partition_max_record_locks,
+            ),
+            persist=self._persist_internal,
+            topic_table=self._topic_table,
+            get_log=self.get_log,
+            topic_name=lambda tid: (m.name if (m := self.topic_by_id(tid)) is not None else None),
+            other_group=lambda gid: (None if self._groups is None or self._groups.group(gid) is None else "consumer"),
+        )
+        self._share.start()
         self.flusher.start()
         self._txns.start()
         self.cleaner = LogCleaner(lambda: self._storage, s)
@@ -259,7 +278,11 @@ class BrokerContext:
             await self._txns.stop()
         if self._groups is not None:
             await self._groups.stop()
+        if self._share is not None:
+            await self._share.stop_tasks()
         await self.flusher.close()
+        if self._share is not None:
+            self._share.store.close()
         if self._groups is not None:
             self._groups.store.close()
         if self._txns is not None:
@@ -299,6 +322,12 @@ class BrokerContext:
         if self._logs is None:
             raise RuntimeError("the broker context is not open")
         return self._logs
+
+    @property
+    def share(self) -> ShareCoordinator:
+        if self._share is None:
+            raise RuntimeError("the broker context is not open")
+        return self._share
 
     @property
     def groups(self) -> Coordinator:

@@ -1,0 +1,414 @@
+"""Share groups (KIP-932, Kafka 4's queues): membership, assignment, share sessions and share-partition
+state, on one node.
+
+Membership follows Kafka's share-group heartbeat: a member joins with epoch 0 and the topics it subscribes
+to, leaves with epoch -1, and is fenced (FENCED_MEMBER_EPOCH) for an epoch that is neither its current nor
+its previous one. Every change of the members, their subscriptions or the topics' partition counts bumps
+the group epoch and recomputes the assignment with Kafka's "simple" assignor's rules: partitions spread
+evenly, sticky where possible, and shared by several members when there are more members than partitions
+(records, not partitions, are what members exclusively hold). There is no revocation handshake: a member's
+new assignment applies at its next heartbeat. A member silent for the session timeout is removed, and the
+records it held are released.
+
+Share-partition state (`partition.SharePartition`) is created when a partition is first assigned in a
+group, at the log end (Kafka's default `share.auto.offset.reset` latest), and kept in an internal log
+(`<data>/__share_groups`): every acknowledgement is durable before it is answered; acquisitions are not
+stored, so after a restart what members held is available again. Membership and sessions live in memory,
+as Kafka's sessions do: after a restart members rejoin (UNKNOWN_MEMBER_ID) and open new sessions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from logbroker.protocol import ErrorCode as E
+from logbroker.storage import PartitionLog
+from logbroker.storage.internal import InternalLog
+
+from .partition import AckRefused, SharePartition
+
+log = logging.getLogger(__name__)
+
+STORE_DIR = "__share_groups"
+MAX_MEMBER_ID = 36  # Kafka refuses longer share member ids (INVALID_REQUEST)
+TopicTable = Mapping[str, tuple[str, int]]  # topic name -> (topic id, partitions)
+PartitionKey = tuple[str, str, int]  # (group, topic id, partition)
+
+
+@dataclass(frozen=True)
+class ShareConfig:
+    """Kafka's group.share.* broker configs (the per-group overrides are not served yet)."""
+
+    session_timeout_ms: int = 45_000
+    heartbeat_interval_ms: int = 5_000
+    max_size: int = 200
+    record_lock_duration_ms: int = 30_000
+    delivery_count_limit: int = 5
+    partition_max_record_locks: int = 2_000
+    max_share_sessions: int = 2_000
+
+
+class ShareError(Exception):
+    def __init__(self, error: E, message: str | None = None) -> None:
+        super().__init__(message or error.name)
+        self.error = error
+        self.message = message
+
+
+@dataclass
+class ShareMember:
+    member_id: str
+    client_id: str
+    client_host: str
+    rack: str | None
+    subscribed: list[str]
+    epoch: int = 0
+    previous_epoch: int = -1
+    assignment: dict[str, set[int]] = field(default_factory=dict)  # topic id -> partitions
+    sent_epoch: int = -1  # the member epoch whose assignment the member was last sent
+    deadline: float = 0.0
+
+
+@dataclass
+class ShareGroup:
+    group_id: str
+    epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ShareMember] = field(default_factory=dict)
+    topics: dict[str, tuple[str, int]] = field(default_factory=dict)  # what the assignment was computed on
+
+    @property
+    def state(self) -> str:
+        return "Stable" if self.members else "Empty"
+
+
+@dataclass
+class HeartbeatAnswer:
+    member_id: str
+    epoch: int
+    assignment: dict[str, set[int]] | None  # None: unchanged since last sent
+
+
+@dataclass
+class ShareSession:
+    group_id: str
+    member_id: str
+    epoch: int
+    partitions: dict[tuple[str, int], None] = field(default_factory=dict)  # (topic id, partition), in order
+
+
+def simple_assign(members: Mapping[str, ShareMember], topics: TopicTable,
+                  previous: Mapping[str, dict[str, set[int]]]) -> dict[str, dict[str, set[int]]]:  # fmt: skip
+    """Kafka's simple share assignor, in its rules: for each topic, its subscribers share its partitions;
+    with no more members than partitions every partition has one member and counts differ by at most one,
+    a member keeping what it had where the balance allows; with more members, each partition goes to
+    ceil(members / partitions) of them."""
+    out: dict[str, dict[str, set[int]]] = {m: {} for m in members}
+    for name, (tid, count) in sorted(topics.items()):
+        subs = sorted(m for m, mem in members.items() if name in mem.subscribed)
+        if not subs or count <= 0:
+            continue
+        if len(subs) > count:
+            sharing = -(-len(subs) // count)
+            for p in range(count):
+                for k in range(sharing):
+                    out[subs[(p + k * count) % len(subs)]].setdefault(tid, set()).add(p)
+            continue
+        per, extra = divmod(count, len(subs))
+        quota = {m: per + (1 if i < extra else 0) for i, m in enumerate(subs)}
+        free = set(range(count))
+        for m in subs:  # stickiness: keep what fits the quota
+            kept = sorted(previous.get(m, {}).get(tid, set()) & free)[: quota[m]]
+            out[m][tid] = set(kept)
+            free -= set(kept)
+        for m in subs:
+            while len(out[m][tid]) < quota[m] and free:
+                p = min(free)
+                free.discard(p)
+                out[m][tid].add(p)
+    return {m: {t: ps for t, ps in a.items() if ps} for m, a in out.items()}
+
+
+class ShareStore(InternalLog):
+    """Share-partition state: key ["s", group, topic id, partition] -> SharePartition.snapshot()."""
+
+    def __init__(self, data_dir: Path, clean_shutdown: bool, segment_bytes: int = 64 << 20) -> None:
+        super().__init__(data_dir / STORE_DIR, clean_shutdown, segment_bytes)
+
+
+class ShareCoordinator:
+    def __init__(
+        self,
+        store: ShareStore,
+        config: ShareConfig,
+        persist: Callable[[PartitionLog], Awaitable[None]],
+        topic_table: Callable[[], TopicTable],
+        get_log: Callable[[str, int], PartitionLog | None],
+        topic_name: Callable[[str], str | None],
+        other_group: Callable[[str], str | None],
+    ) -> None:
+        self.store = store
+        self.config = config
+        self._persist = persist
+        self._topic_table = topic_table
+        self._get_log = get_log
+        self._topic_name = topic_name  # topic id -> name (None: no such topic)
+        self._other_group = other_group  # group id -> the protocol of a non-share group using it, or None
+        self.groups: dict[str, ShareGroup] = {}
+        self.partitions: dict[PartitionKey, SharePartition] = {}
+        self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self._released: list[asyncio.Future[None]] = []  # long polls waiting for records to come back
+        self._sweeper: asyncio.Task[None] | None = None
+        for key, value in store.load().items():
+            if key and key[0] == "s" and len(key) == 4:
+                self.partitions[(str(key[1]), str(key[2]), int(key[3]))] = SharePartition.restore(value)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        self._sweeper = asyncio.create_task(self._sweep_loop(), name="share-group-sweeper")
+
+    async def stop_tasks(self) -> None:
+        """Stop the sweeper and answer waiting long polls (the store is closed by the owner, after the last
+        sync)."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+        self.wake_all()
+
+    async def _sweep_loop(self) -> None:
+        """Expired locks and silent members, checked at least every 0.5 s (a lock is at least 1 s)."""
+        while True:
+            await asyncio.sleep(0.5)
+            try:
+                await self.sweep(time.monotonic())
+            except Exception:  # a sweep must never stop: the next one tries again
+                log.exception("share-group sweep failed")
+
+    async def sweep(self, now: float) -> None:
+        for g in list(self.groups.values()):
+            for m in [m for m in g.members.values() if m.deadline <= now]:
+                log.info("share group %s: member %s timed out", g.group_id, m.member_id)
+                await self._remove_member(g, m.member_id)
+        changed = [key for key, sp in self.partitions.items() if sp.expire(now, self.config.delivery_count_limit)]
+        if changed:
+            await self.save(changed)
+            self.wake_all()
+
+    # ------------------------------------------------------------------ membership
+
+    def group_protocol(self, group_id: str) -> bool:
+        return group_id in self.groups
+
+    async def heartbeat(self, body: Any, client_id: str, client_host: str) -> HeartbeatAnswer:
+        gid, mid, epoch = body.group_id, body.member_id, body.member_epoch
+        if not gid:
+            raise ShareError(E.INVALID_REQUEST, "GroupId can't be empty.")
+        if body.rack_id is not None and not body.rack_id:
+            raise ShareError(E.INVALID_REQUEST, "RackId can't be empty.")
+        if epoch == 0:
+            if not mid:
+                raise ShareError(E.INVALID_REQUEST, "MemberId can't be empty.")
+            if not body.subscribed_topic_names:
+                raise ShareError(E.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
+        elif epoch > 0 or epoch == -1:
+            if not mid:
+                raise ShareError(E.INVALID_REQUEST, "MemberId can't be empty.")
+        else:
+            raise ShareError(E.INVALID_REQUEST, f"MemberEpoch is invalid: {epoch}")
+        if len(mid) > MAX_MEMBER_ID:
+            raise ShareError(E.INVALID_REQUEST, f"MemberId can't be longer than {MAX_MEMBER_ID} characters.")
+        other = self._other_group(gid)
+        if other is not None:
+            raise ShareError(E.GROUP_ID_NOT_FOUND, f"Group {gid} is not a share group.")
+        g = self.groups.get(gid)
+        if epoch == -1:
+            if g is None or mid not in g.members:
+                raise ShareError(E.UNKNOWN_MEMBER_ID, f"Member {mid} is not a member of group {gid}.")
+            await self._remove_member(g, mid)
+            return HeartbeatAnswer(mid, -1, None)
+        if g is None:
+            if epoch != 0:
+                raise ShareError(E.GROUP_ID_NOT_FOUND, f"Share group {gid} not found.")
+            g = self.groups[gid] = ShareGroup(gid)
+            log.info("share group %s: created by client %s at %s", gid, client_id, client_host)
+        m = g.members.get(mid)
+        now = time.monotonic()
+        if m is None:
+            if epoch != 0:
+                raise ShareError(E.UNKNOWN_MEMBER_ID, f"Member {mid} is not a member of group {gid}.")
+            if len(g.members) >= self.config.max_size:
+                raise ShareError(E.GROUP_MAX_SIZE_REACHED, f"The share group has reached its maximum capacity of "
+                                 f"{self.config.max_size} members.")  # fmt: skip
+            m = g.members[mid] = ShareMember(mid, client_id, client_host, body.rack_id,
+                                             list(body.subscribed_topic_names))  # fmt: skip
+            g.epoch += 1
+            log.info("share group %s: member %s joined (epoch %d)", gid, mid, g.epoch)
+        elif epoch not in (m.epoch, m.previous_epoch) and epoch != 0:
+            raise ShareError(E.FENCED_MEMBER_EPOCH, f"The share group member has a smaller member epoch ({epoch}) "
+                             f"than the one known by the group coordinator ({m.epoch}).")  # fmt: skip
+        elif epoch == 0:
+            m.sent_epoch = -1  # a rejoin: send it everything again
+        if body.subscribed_topic_names is not None and list(body.subscribed_topic_names) != m.subscribed:
+            m.subscribed = list(body.subscribed_topic_names)
+            g.epoch += 1
+        m.deadline = now + self.config.session_timeout_ms / 1000
+        await self._reassign(g)
+        if m.epoch != g.epoch:
+            m.previous_epoch, m.epoch = m.epoch, g.epoch
+        if m.sent_epoch != m.epoch:
+            m.sent_epoch = m.epoch
+            return HeartbeatAnswer(mid, m.epoch, {t: set(p) for t, p in m.assignment.items()})
+        return HeartbeatAnswer(mid, m.epoch, None)
+
+    async def _reassign(self, g: ShareGroup) -> None:
+        """Recompute the assignment when the members, subscriptions or partition counts changed; partitions
+        new to the group get their share-partition state at the log end."""
+        table = self._topic_table()
+        wanted = {n for m in g.members.values() for n in m.subscribed}
+        topics = {n: table[n] for n in wanted if n in table}
+        if topics != g.topics:
+            g.topics = topics
+            g.epoch += 1
+        if g.assignment_epoch == g.epoch:
+            return
+        target = simple_assign(g.members, topics, {mid: m.assignment for mid, m in g.members.items()})
+        for mid, m in g.members.items():
+            m.assignment = target.get(mid, {})
+        g.assignment_epoch = g.epoch
+        created = []
+        for tid, count in topics.values():
+            for p in range(count):
+                key = (g.group_id, tid, p)
+                if key not in self.partitions:
+                    plog = self._get_log(self._topic_name(tid) or "", p)
+                    start = plog.next_offset if plog is not None else 0
+                    self.partitions[key] = SharePartition(start)
+                    created.append(key)
+        if created:
+            await self.save(created)
+
+    async def _remove_member(self, g: ShareGroup, mid: str) -> None:
+        g.members.pop(mid, None)
+        g.epoch += 1
+        self.sessions.pop((g.group_id, mid), None)
+        await self.release_member(g.group_id, mid)
+        log.info("share group %s: member %s left (epoch %d)", g.group_id, mid, g.epoch)
+        if g.members:
+            await self._reassign(g)
+
+    async def release_member(self, group_id: str, mid: str) -> None:
+        limit = self.config.delivery_count_limit
+        changed = [key for key, sp in self.partitions.items() if key[0] == group_id and sp.release_member(mid, limit)]
+        if changed:
+            await self.save(changed)
+            self.wake_all()
+
+    # ------------------------------------------------------------------ sessions
+
+    def session(self, group_id: str, member_id: str, epoch: int, topics: Iterable[tuple[str, int]],
+                forgotten: Iterable[tuple[str, int]]) -> ShareSession:  # fmt: skip
+        """The share session a ShareFetch names (Kafka's SharePartitionManager.newContext): epoch 0 opens one
+        (replacing any), a positive epoch must be the session's next one, -1 closes it (the caller releases
+        and drops it once the acknowledgements are applied)."""
+        key = (group_id, member_id)
+        if epoch == 0:
+            if key not in self.sessions and len(self.sessions) >= self.config.max_share_sessions:
+                raise ShareError(E.SHARE_SESSION_LIMIT_REACHED, "The share session cache is full.")
+            s = self.sessions[key] = ShareSession(group_id, member_id, 1)
+            s.partitions.update(dict.fromkeys(topics))
+            return s
+        s = self.sessions.get(key)
+        if s is None:
+            raise ShareError(E.SHARE_SESSION_NOT_FOUND, f"Share session for member {member_id} not found.")
+        if epoch == -1:
+            return s
+        if s.epoch != epoch:
+            raise ShareError(E.INVALID_SHARE_SESSION_EPOCH, f"Expected epoch {s.epoch}, got {epoch}.")
+        s.epoch = 1 if epoch == 0x7FFFFFFF else epoch + 1
+        for tp in forgotten:
+            s.partitions.pop(tp, None)
+        s.partitions.update(dict.fromkeys(topics))
+        return s
+
+    def close_session(self, group_id: str, member_id: str) -> None:
+        self.sessions.pop((group_id, member_id), None)
+
+    # ------------------------------------------------------------------ records
+
+    def partition(self, group_id: str, topic_id: str, index: int) -> SharePartition:
+        """The share-partition a fetch reads: made at the log end when the group has never had it."""
+        key = (group_id, topic_id, index)
+        sp = self.partitions.get(key)
+        if sp is None:
+            plog = self._get_log(self._topic_name(topic_id) or "", index)
+            sp = self.partitions[key] = SharePartition(plog.next_offset if plog is not None else 0)
+        return sp
+
+    async def acknowledge(
+        self, group_id: str, member_id: str, acks: list[tuple[str, int, Any]]
+    ) -> dict[tuple[str, int], tuple[E, str | None]]:
+        """Apply acknowledgement batches ((topic id, partition, batches) each) and make them durable; an
+        error per partition that had one (its batches are applied all or nothing, each partition alone)."""
+        errors: dict[tuple[str, int], tuple[E, str | None]] = {}
+        changed: list[PartitionKey] = []
+        now = time.monotonic()
+        lock_s = self.config.record_lock_duration_ms / 1000
+        for tid, index, batches in acks:
+            key = (group_id, tid, index)
+            sp = self.partitions.get(key)
+            if sp is None:
+                errors[(tid, index)] = (E.INVALID_RECORD_STATE, "no records of this partition were acquired")
+                continue
+            ranges = [(b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in batches]
+            try:
+                sp.acknowledge(member_id, ranges, self.config.delivery_count_limit, now, lock_s)
+            except AckRefused as exc:
+                log.info("share group %s: acknowledgement of member %s refused for %s-%d: %s: %s", group_id,
+                         member_id, tid, index, exc.error.name, exc)  # fmt: skip
+                errors[(tid, index)] = (exc.error, str(exc))
+                continue
+            changed.append(key)
+        if changed:
+            await self.save(changed)
+            self.wake_all()
+        return errors
+
+    async def save(self, keys: Iterable[PartitionKey]) -> None:
+        items = [(("s", *key), self.partitions[key].snapshot()) for key in keys if key in self.partitions]
+        if items:
+            await self._persist(self.store.append(items))
+
+    # ------------------------------------------------------------------ long polls
+
+    def released(self) -> asyncio.Future[None]:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._released.append(fut)
+        return fut
+
+    def wake_all(self) -> None:
+        waiting, self._released = self._released, []
+        for fut in waiting:
+            if not fut.done():
+                fut.set_result(None)
+
+    # ------------------------------------------------------------------ describe
+
+    def describe(self, group_id: str) -> ShareGroup | None:
+        return self.groups.get(group_id)
+
+    def topic_ids(self) -> Mapping[str, str]:
+        return {tid: name for name, (tid, _n) in self._topic_table().items()}
+
+
+def new_member_id() -> str:
+    return str(uuid.uuid4())

@@ -1,0 +1,266 @@
+"""Share groups (KIP-932, Kafka 4's queues) with librdkafka's share consumer (confluent-kafka's
+ShareConsumer), asserted alike on logbroker and Apache Kafka 4.4: records spread over members sharing one
+partition, each delivered and acknowledged once; released records redelivered; a killed member's records
+redelivered once its locks expire; a poison record archived at the delivery-count limit. logbroker only:
+acknowledgements survive kill -9 of the broker.
+
+Both brokers start a share-partition at the log end (`share.auto.offset.reset` latest), which Kafka does
+a few seconds after the first member joins: each test first produces warm-up records until one arrives,
+then the records it counts."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from logbroker.testing.process import BrokerProcess
+from support import both_targets, create_topic, kafka_peer, unique
+
+ck = pytest.importorskip("confluent_kafka")
+ShareConsumer = ck.ShareConsumer
+AcknowledgeType = ck.AcknowledgeType
+
+pytestmark = pytest.mark.timeout(300)
+LOCK_MS = 3000  # group.share.record.lock.duration.ms on both brokers, so an abandoned lock expires soon
+WARM = b"warm-up"
+
+
+@pytest.fixture(scope="module", params=both_targets())
+def bootstrap(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    if request.param == "kafka":
+        with kafka_peer(**{"group.share.record.lock.duration.ms": LOCK_MS,
+                           "group.share.min.record.lock.duration.ms": 1000}) as kafka:  # fmt: skip
+            yield kafka
+        return
+    proc = BrokerProcess(tmp_path_factory.mktemp("share") / "data",
+                         env={"LOGBROKER_GROUP_SHARE_RECORD_LOCK_DURATION_MS": str(LOCK_MS)})  # fmt: skip
+    proc.start()
+    yield proc.bootstrap
+    assert proc.stop() == 0, proc.log_tail()
+
+
+def consumer(bootstrap: str, group: str, topic: str, explicit: bool = False) -> Any:
+    conf = {"bootstrap.servers": bootstrap, "group.id": group, "log_level": 3}
+    if explicit:
+        conf["share.acknowledgement.mode"] = "explicit"
+    c = ShareConsumer(conf)
+    c.subscribe([topic])
+    return c
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for v in values:
+        p.produce(topic, v, partition=0)
+    assert p.flush(30) == 0
+
+
+def warm_up(bootstrap: str, topic: str, consumers: list[Any], explicit: bool = False) -> None:
+    """Produce warm-up records until one reaches a member: the share-partition has started."""
+    p = Producer({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        p.produce(topic, WARM, partition=0)
+        p.flush(10)
+        for c in consumers:
+            msgs = [m for m in c.poll(0.3) or [] if m.error() is None]
+            if explicit:
+                for m in msgs:
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+            if msgs:
+                if explicit:
+                    c.commit_sync(30)
+                return
+    raise AssertionError("no share-group member got a record within 60 s")
+
+
+def drain(consumers: list[Any], want: int, timeout: float = 60, ack: Any = None) -> dict[int, list[Any]]:
+    """Poll every consumer in turn until `want` counted (non-warm-up) records arrived; messages by consumer.
+    With `ack`, explicit mode: ack(consumer, message) decides each message's acknowledgement."""
+    got: dict[int, list[Any]] = {i: [] for i in range(len(consumers))}
+    deadline = time.monotonic() + timeout
+    while sum(map(len, got.values())) < want and time.monotonic() < deadline:
+        for i, c in enumerate(consumers):
+            msgs = [m for m in c.poll(0.2) or [] if m.error() is None]
+            for m in msgs:
+                if ack is not None:
+                    c.acknowledge(m, ack(c, m) if m.value() != WARM else AcknowledgeType.ACCEPT)
+                if m.value() != WARM:
+                    got[i].append(m)
+            if ack is not None and msgs:
+                c.commit_sync(30)
+    return got
+
+
+def test_members_sharing_one_partition_get_every_record_once(bootstrap: str) -> None:
+    topic = create_topic(bootstrap, unique("sh-three"))
+    group = unique("sg")
+    members = [consumer(bootstrap, group, topic) for _ in range(3)]
+    try:
+        warm_up(bootstrap, topic, members)
+        values = [b"r%d" % i for i in range(300)]
+        for chunk in range(0, 300, 30):  # in rounds, so every member's fetch finds records
+            produce(bootstrap, topic, values[chunk : chunk + 30])
+        got = drain(members, 300)
+        offsets = [m.offset() for ms in got.values() for m in ms]
+        assert sorted(m.value() for ms in got.values() for m in ms) == sorted(values)
+        assert len(offsets) == len(set(offsets)), "a record was delivered twice"
+        assert all(m.delivery_count() == 1 for ms in got.values() for m in ms)
+        for c in members:  # implicit mode: what was delivered is accepted by the next poll or a commit
+            c.commit_sync(30)
+    finally:
+        for c in members:
+            c.close()
+    # Everything was accepted: a new member gets nothing old.
+    late = consumer(bootstrap, group, topic)
+    try:
+        produce(bootstrap, topic, [b"after"])
+        again = drain([late], 1, timeout=30)
+        assert [m.value() for m in again[0]] == [b"after"]
+    finally:
+        late.close()
+
+
+def test_a_released_record_is_delivered_again(bootstrap: str) -> None:
+    topic = create_topic(bootstrap, unique("sh-release"))
+    group = unique("sg")
+    c = consumer(bootstrap, group, topic, explicit=True)
+    try:
+        warm_up(bootstrap, topic, [c], explicit=True)
+        produce(bootstrap, topic, [b"a", b"b", b"c"])
+        released: set[bytes] = set()
+
+        def ack(_c: Any, m: Any) -> Any:
+            if m.value() == b"b" and m.value() not in released:
+                released.add(m.value())
+                return AcknowledgeType.RELEASE
+            return AcknowledgeType.ACCEPT
+
+        got = drain([c], 4, ack=ack)[0]
+        assert sorted((m.value(), m.delivery_count()) for m in got) == [(b"a", 1), (b"b", 1), (b"b", 2), (b"c", 1)]
+    finally:
+        c.close()
+
+
+def test_a_poison_record_is_archived_at_the_delivery_limit(bootstrap: str) -> None:
+    """Released every time: delivered group.share.delivery.count.limit (5) times, then never again."""
+    topic = create_topic(bootstrap, unique("sh-poison"))
+    group = unique("sg")
+    c = consumer(bootstrap, group, topic, explicit=True)
+    try:
+        warm_up(bootstrap, topic, [c], explicit=True)
+        produce(bootstrap, topic, [b"poison", b"fine"])
+
+        def ack(_c: Any, m: Any) -> Any:
+            return AcknowledgeType.RELEASE if m.value() == b"poison" else AcknowledgeType.ACCEPT
+
+        got = drain([c], 6, ack=ack)[0]
+        assert Counter(m.value() for m in got) == {b"poison": 5, b"fine": 1}
+        assert [m.delivery_count() for m in got if m.value() == b"poison"] == [1, 2, 3, 4, 5]
+        produce(bootstrap, topic, [b"next"])
+        assert [m.value() for m in drain([c], 1, ack=ack, timeout=30)[0]] == [b"next"]
+    finally:
+        c.close()
+
+
+_HOLDER = textwrap.dedent(
+    """
+    import sys, time
+    from confluent_kafka import ShareConsumer
+    c = ShareConsumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2], "log_level": 3,
+                       "share.acknowledgement.mode": "explicit"})
+    c.subscribe([sys.argv[3]])
+    while True:
+        msgs = [m for m in c.poll(0.5) or [] if m.error() is None and m.value() != b"warm-up"]
+        if msgs:
+            print(" ".join(m.value().decode() for m in msgs), flush=True)
+            time.sleep(3600)  # holds its records until killed
+    """
+)
+
+
+def test_a_killed_members_records_are_redelivered_after_the_lock_expires(bootstrap: str, tmp_path: Path) -> None:
+    topic = create_topic(bootstrap, unique("sh-kill"))
+    group = unique("sg")
+    script = tmp_path / "holder.py"
+    script.write_text(_HOLDER)
+    holder = subprocess.Popen([sys.executable, str(script), bootstrap, group, topic], stdout=subprocess.PIPE,
+                              start_new_session=True)  # fmt: skip
+    other = None
+    try:
+        # The holder alone in the group: records go to it until it has taken some (and holds them).
+        assert holder.stdout is not None
+        os.set_blocking(holder.stdout.fileno(), False)
+        line = b""
+        n = 0
+        deadline = time.monotonic() + 60
+        while not line and time.monotonic() < deadline:
+            produce(bootstrap, topic, [b"k%d" % n])
+            n += 1
+            time.sleep(0.3)
+            line = holder.stdout.readline()
+        assert line, "the holder never got a record"
+        held = line.split()
+        other = consumer(bootstrap, group, topic, explicit=True)
+        os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait(10)
+        # Its locks expire (LOCK_MS) and `other` gets what it held, each as a second delivery.
+        seen: dict[bytes, int] = {}
+        deadline = time.monotonic() + 60
+        while not set(held) <= set(seen) and time.monotonic() < deadline:
+            for m in drain([other], 1, timeout=1, ack=lambda _c, _m: AcknowledgeType.ACCEPT)[0]:
+                seen[m.value()] = m.delivery_count()
+        assert {v: seen.get(v) for v in held} == dict.fromkeys(held, 2)
+    finally:
+        if holder.poll() is None:
+            os.killpg(holder.pid, signal.SIGKILL)
+            holder.wait(10)
+        if other is not None:
+            other.close()
+
+
+def test_acknowledgements_survive_kill_9_of_the_broker(tmp_path: Path) -> None:
+    """logbroker only (Kafka's durability is its own): accepted records are never delivered again after a
+    crash; what a member held unacknowledged is delivered again."""
+    proc = BrokerProcess(tmp_path / "data")
+    proc.start()
+    try:
+        bs = proc.bootstrap
+        topic = create_topic(bs, unique("sh-crash"))
+        group = unique("sg")
+        c = consumer(bs, group, topic, explicit=True)
+        warm_up(bs, topic, [c], explicit=True)
+        produce(bs, topic, [b"x%d" % i for i in range(10)])
+        accepted: list[bytes] = []
+
+        def ack(_c: Any, m: Any) -> Any:
+            if len(accepted) < 6:
+                accepted.append(m.value())
+                return AcknowledgeType.ACCEPT
+            return AcknowledgeType.RELEASE
+
+        drain([c], 10, ack=ack, timeout=30)
+        assert len(accepted) == 6
+        proc.kill()  # SIGKILL: no clean shutdown
+        c.close()
+        proc.start()
+        c = consumer(bs, group, topic, explicit=True)
+        try:
+            got = drain([c], 4, timeout=60, ack=lambda _c, _m: AcknowledgeType.ACCEPT)[0]
+            values = sorted(m.value() for m in got)
+            assert values == sorted({b"x%d" % i for i in range(10)} - set(accepted))
+        finally:
+            c.close()
+    finally:
+        proc.kill()
