@@ -10,6 +10,7 @@ then the records it counts."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -264,3 +265,39 @@ def test_acknowledgements_survive_kill_9_of_the_broker(tmp_path: Path) -> None:
             c.close()
     finally:
         proc.kill()
+
+
+def test_the_java_share_consumer_gets_every_record_and_a_released_one_again(bootstrap: str) -> None:
+    """Kafka 4.4's KafkaShareConsumer (ShareFetch v2 with the record-limit and renew fields, explicit
+    acknowledgements): every record once, and the one it releases a second time."""
+    from support import java_client_tool
+
+    topic = create_topic(bootstrap, unique("sh-java"))
+    group = unique("sg")
+    tool = java_client_tool()
+    proc = subprocess.Popen(
+        tool.command("share-consume", "--bootstrap", bootstrap, "--topic", topic, "--group", group,
+                     "--count", "10", "--release", "j3", "--timeout-ms", "90000"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        os.set_blocking(proc.stdout.fileno(), False)
+        rows: list[dict[str, Any]] = []
+        deadline = time.monotonic() + 90
+        p = Producer({"bootstrap.servers": bootstrap})
+        while not rows and time.monotonic() < deadline and proc.poll() is None:  # warm up
+            p.produce(topic, WARM, partition=0)
+            p.flush(10)
+            time.sleep(0.3)
+            rows += [json.loads(ln) for ln in proc.stdout.readlines() if ln.strip()]
+        assert rows, "the Java share consumer never got a record"
+        produce(bootstrap, topic, [b"j%d" % i for i in range(10)])
+        out, err = proc.communicate(timeout=90)
+        assert proc.returncode == 0, err[-2000:]
+        rows += [json.loads(ln) for ln in out.splitlines() if ln.strip()]
+        got = sorted((r["value"], r["delivery_count"]) for r in rows if r["value"] != WARM.decode())
+        assert got == sorted([(f"j{i}", 1) for i in range(10)] + [("j3", 2)])
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)

@@ -27,6 +27,7 @@ import org.apache.kafka.clients.admin.DescribeReplicaLogDirsResult;
 import org.apache.kafka.clients.admin.LogDirDescription;
 import org.apache.kafka.clients.admin.ReplicaInfo;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.CommitFailedException;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
@@ -34,6 +35,7 @@ import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.KafkaShareConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
@@ -79,6 +81,11 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *          describeReplicaLogDirs of the named partitions; one JSON line (see logDirs)
  * alter-log-dir --bootstrap B --topic T --partition P --path D   Admin.alterReplicaLogDirs on broker
  *          --broker (default 1); prints {"error":null|"ExceptionClass: message"}
+ * share-consume --bootstrap B --topic T --group G [--count N] [--timeout-ms M] [--release V]
+ *          a KafkaShareConsumer (KIP-932) in explicit acknowledgement mode: prints every record it is
+ *          given as {"offset","value","delivery_count"} (value as UTF-8 text) and accepts it, except a
+ *          record whose value is V on its first delivery, which it releases; commitSync after each poll;
+ *          stops after N records other than "warm-up" ones (exit 3 on timeout)
  * group-consume --bootstrap B --topic T --group G [--strategy range|roundrobin|sticky|cooperative-sticky[,..]]
  *          [--instance-id I] [--session-timeout-ms N] [--heartbeat-interval-ms N]
  *          [--group-protocol classic|consumer] [--auto-offset-reset earliest|latest|none]
@@ -145,6 +152,7 @@ public final class ClientTool {
                 case "log-dirs" -> code = logDirs(opts);
                 case "alter-log-dir" -> code = alterLogDir(opts);
                 case "txn" -> code = txn(opts);
+                case "share-consume" -> code = shareConsume(opts);
                 default -> {
                     usage("unknown subcommand " + argv[0]);
                     code = 2;
@@ -460,6 +468,51 @@ public final class ClientTool {
             "roundrobin", "org.apache.kafka.clients.consumer.RoundRobinAssignor",
             "sticky", "org.apache.kafka.clients.consumer.StickyAssignor",
             "cooperative-sticky", "org.apache.kafka.clients.consumer.CooperativeStickyAssignor");
+
+    private static int shareConsume(Opts o) {
+        String topic = o.required("topic");
+        long count = Long.parseLong(o.get("count", "-1"));
+        long timeoutMs = Long.parseLong(o.get("timeout-ms", "60000"));
+        String release = o.get("release", null);
+        Properties props = o.clientProps();
+        props.put(ConsumerConfig.GROUP_ID_CONFIG, o.required("group"));
+        props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        props.put("share.acknowledgement.mode", "explicit");
+        props.putAll(o.properties);
+        long seen = 0;
+        PrintWriter out = stdout();
+        try (KafkaShareConsumer<byte[], byte[]> consumer = new KafkaShareConsumer<>(props)) {
+            consumer.subscribe(List.of(topic));
+            long deadline = System.currentTimeMillis() + timeoutMs;
+            while ((count < 0 || seen < count) && System.currentTimeMillis() < deadline) {
+                ConsumerRecords<byte[], byte[]> batch = consumer.poll(Duration.ofMillis(500));
+                for (ConsumerRecord<byte[], byte[]> r : batch) {
+                    String value = r.value() == null ? null : new String(r.value(), StandardCharsets.UTF_8);
+                    Map<String, Object> row = new LinkedHashMap<>();
+                    row.put("offset", r.offset());
+                    row.put("value", value);
+                    row.put("delivery_count", r.deliveryCount().map(Integer::valueOf).orElse(null));
+                    out.println(Json.write(row));
+                    boolean again = value != null && value.equals(release) && r.deliveryCount().orElse((short) 1) == 1;
+                    consumer.acknowledge(r, again ? AcknowledgeType.RELEASE : AcknowledgeType.ACCEPT);
+                    if (!"warm-up".equals(value) && !again) {
+                        seen++;
+                    }
+                }
+                out.flush();
+                if (!batch.isEmpty()) {
+                    consumer.commitSync();
+                }
+            }
+        }
+        out.flush();
+        if (count >= 0 && seen < count) {
+            System.err.println("ClientTool share-consume: got " + seen + " of " + count + " records before timeout");
+            return 3;
+        }
+        return 0;
+    }
 
     private static int groupConsume(Opts o) {
         String topic = o.required("topic");
