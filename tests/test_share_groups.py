@@ -301,3 +301,96 @@ def test_the_java_share_consumer_gets_every_record_and_a_released_one_again(boot
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+def set_group_configs(bootstrap: str, group: str, **configs: str) -> list[tuple[int, str | None]]:
+    """IncrementalAlterConfigs SET on the GROUP resource (type 32), as `kafka-configs --entity-type groups`."""
+    from logbroker.protocol import ApiKey, api
+    from support import Wire
+
+    incremental = api(ApiKey.IncrementalAlterConfigs).request
+    res = incremental.AlterConfigsResource
+    entries = [res.AlterableConfig(name=k.replace("_", "."), config_operation=0, value=v) for k, v in configs.items()]
+    with Wire(bootstrap, timeout=30) as wire:
+        resp = wire.call(ApiKey.IncrementalAlterConfigs, 1, incremental(resources=[
+            res(resource_type=32, resource_name=group, configs=entries)], validate_only=False))  # fmt: skip
+    return [(r.error_code, r.error_message) for r in resp.responses]
+
+
+def group_configs(bootstrap: str, group: str, *keys: str) -> dict[str, tuple[str, int]]:
+    from logbroker.protocol import ApiKey, api
+    from support import Wire
+
+    describe = api(ApiKey.DescribeConfigs).request
+    with Wire(bootstrap, timeout=30) as wire:
+        resp = wire.call(ApiKey.DescribeConfigs, 4, describe(resources=[describe.DescribeConfigsResource(
+            resource_type=32, resource_name=group, configuration_keys=list(keys))], include_synonyms=False,
+            include_documentation=False))  # fmt: skip
+    [res] = resp.results
+    assert res.error_code == 0, res
+    return {c.name: (c.value, c.config_source) for c in res.configs}
+
+
+def test_group_configs_set_where_a_share_group_starts_and_its_delivery_limit(bootstrap: str) -> None:
+    """share.auto.offset.reset=earliest delivers what was there before the group; share.delivery.count.limit
+    lowers the limit for this group only. A bad value is INVALID_CONFIG with Kafka's message."""
+    topic = create_topic(bootstrap, unique("sh-configs"))
+    group = unique("sg")
+    assert set_group_configs(bootstrap, group, share_auto_offset_reset="earliest",
+                             share_delivery_count_limit="2") == [(0, None)]  # fmt: skip
+    assert set_group_configs(bootstrap, group, share_delivery_count_limit="11") == [
+        (40, "share.delivery.count.limit must be in the range 2 to 10 inclusive.")]  # fmt: skip
+    assert group_configs(bootstrap, group, "share.auto.offset.reset", "share.delivery.count.limit") == {
+        "share.auto.offset.reset": ("earliest", 8), "share.delivery.count.limit": ("2", 8)}  # fmt: skip
+    produce(bootstrap, topic, [b"before", b"poison"])
+    c = consumer(bootstrap, group, topic, explicit=True)
+    try:
+        def ack(_c: Any, m: Any) -> Any:
+            return AcknowledgeType.RELEASE if m.value() == b"poison" else AcknowledgeType.ACCEPT
+
+        got = drain([c], 3, ack=ack, timeout=60)[0]
+        assert Counter(m.value() for m in got) == {b"before": 1, b"poison": 2}
+        produce(bootstrap, topic, [b"next"])
+        assert [m.value() for m in drain([c], 1, ack=ack, timeout=30)[0]] == [b"next"]
+    finally:
+        c.close()
+
+
+def test_a_read_committed_share_group_never_delivers_aborted_records(bootstrap: str) -> None:
+    topic = create_topic(bootstrap, unique("sh-txn"))
+    group = unique("sg")
+    assert set_group_configs(bootstrap, group, share_auto_offset_reset="earliest",
+                             share_isolation_level="read_committed") == [(0, None)]  # fmt: skip
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique("tx")})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, b"aborted-1", partition=0)
+    p.produce(topic, b"aborted-2", partition=0)
+    p.flush(30)
+    p.abort_transaction(30)
+    produce(bootstrap, topic, [b"plain"])
+    p.begin_transaction()
+    p.produce(topic, b"committed", partition=0)
+    p.commit_transaction(30)
+    c = consumer(bootstrap, group, topic, explicit=True)
+    try:
+        got = drain([c], 2, ack=lambda _c, _m: AcknowledgeType.ACCEPT, timeout=60)[0]
+        assert sorted(m.value() for m in got) == [b"committed", b"plain"]
+        produce(bootstrap, topic, [b"last"])
+        assert [m.value() for m in drain([c], 1, ack=lambda _c, _m: AcknowledgeType.ACCEPT)[0]] == [b"last"]
+    finally:
+        c.close()
+
+
+def test_group_configs_survive_kill_9(tmp_path: Path) -> None:
+    proc = BrokerProcess(tmp_path / "data")
+    proc.start()
+    try:
+        group = unique("sg")
+        assert set_group_configs(proc.bootstrap, group, share_delivery_count_limit="7") == [(0, None)]
+        proc.kill()
+        proc.start()
+        assert group_configs(proc.bootstrap, group, "share.delivery.count.limit") == {
+            "share.delivery.count.limit": ("7", 8)}  # fmt: skip
+    finally:
+        proc.kill()

@@ -39,6 +39,7 @@ from .auth.users import UserStore
 from .configs import BrokerConfigs
 from .fetch_sessions import FetchSession, FetchSessionCache
 from .flusher import Flusher
+from .group_configs import GroupConfigs
 from .groups.coordinator import Coordinator, CoordinatorConfig
 from .groups.model import for_log
 from .groups.store import GroupStore
@@ -47,6 +48,7 @@ from .loggers import config_changes, config_values
 from .metrics import BrokerMetrics
 from .producer_ids import ProducerIdAllocator
 from .share import ShareConfig, ShareCoordinator, ShareStore
+from .share.coordinator import GroupSettings
 from .txn import TxnCoordinator, TxnSettings, TxnStore
 
 log = logging.getLogger("logbroker.broker")
@@ -62,6 +64,12 @@ INTERNAL_TOPIC_PARTITIONS = {
     "__consumer_offsets": "offsets_topic_num_partitions",
     "__transaction_state": "transaction_state_log_num_partitions",
 }
+
+
+def _offset_at(plog: PartitionLog, timestamp_ms: int) -> int:
+    """The first offset whose record is at or after `timestamp_ms`, else the log end."""
+    found = plog.offset_for_timestamp(timestamp_ms)
+    return found[0] if found is not None and found[0] >= 0 else plog.next_offset
 
 class NoResponse:
     """A handler result meaning: send nothing (acks=0), optionally closing the connection after."""
@@ -189,6 +197,7 @@ class BrokerContext:
         s = self.settings
         data = Path(s.data_dir)
         self._configs = BrokerConfigs(s, data)
+        self.group_configs = GroupConfigs(self.settings, data)
         self._logs = LogManager(data, self.log_defaults, self.max_open_files(), s.log_preallocate_bytes)
         self.cluster_id = _cluster_id(data)
         self._producer_ids = ProducerIdAllocator(data / "__producer_ids")
@@ -232,19 +241,14 @@ class BrokerContext:
         )
         self._share = ShareCoordinator(
             ShareStore(data, self._logs.clean_start),
-            ShareConfig(
-                session_timeout_ms=s.group_share_session_timeout_ms,
-                heartbeat_interval_ms=s.group_share_heartbeat_interval_ms,
-                max_size=s.group_share_max_size,
-                record_lock_duration_ms=s.group_share_record_lock_duration_ms,
-                delivery_count_limit=s.group_share_delivery_count_limit,
-                partition_max_record_locks=s.group_share_partition_max_record_locks,
-            ),
+            ShareConfig(max_size=s.group_share_max_size),
             persist=self._persist_internal,
             topic_table=self._topic_table,
             get_log=self.get_log,
             topic_name=lambda tid: (m.name if (m := self.topic_by_id(tid)) is not None else None),
             other_group=lambda gid: (None if self._groups is None or self._groups.group(gid) is None else "consumer"),
+            settings_for=self._share_settings,
+            offset_for_timestamp=_offset_at,
         )
         self._share.start()
         self.flusher.start()
@@ -252,6 +256,19 @@ class BrokerContext:
         self.cleaner = LogCleaner(lambda: self._storage, s)
         self.cleaner.start()
         self._producer_expiry = asyncio.create_task(self._expire_producers_loop(), name="producer-id-expiry")
+
+    def _share_settings(self, group_id: str) -> GroupSettings:
+        """A share group's settings: its group configs over the broker's group.share.* ones."""
+        v = self.group_configs.value
+        return GroupSettings(
+            session_timeout_ms=int(v(group_id, "share.session.timeout.ms")),
+            heartbeat_interval_ms=int(v(group_id, "share.heartbeat.interval.ms")),
+            record_lock_duration_ms=int(v(group_id, "share.record.lock.duration.ms")),
+            delivery_count_limit=int(v(group_id, "share.delivery.count.limit")),
+            partition_max_record_locks=int(v(group_id, "share.partition.max.record.locks")),
+            auto_offset_reset=v(group_id, "share.auto.offset.reset"),
+            read_committed=v(group_id, "share.isolation.level") == "read_committed",
+        )
 
     def max_open_files(self) -> int:
         """Descriptors segment files may hold: `log_max_open_files`, or their share of the open-file limit."""

@@ -13,7 +13,7 @@ from logbroker.storage.manager import TopicError, validate_topic_name
 
 from ..context import BrokerContext
 
-TOPIC, BROKER_LOGGER, BROKER = 2, 8, 4
+TOPIC, BROKER_LOGGER, BROKER, GROUP = 2, 8, 4, 32
 KNOWN_TYPES = (TOPIC, BROKER, BROKER_LOGGER, 16, 32)  # client metrics and groups: Kafka knows them
 
 Result = tuple[int, str | None]  # error code, message
@@ -56,6 +56,9 @@ def alter(
                 msg = f"Unexpected node id. Expected {ctx.configs.node}, but received {name}"
                 raise ConfigError(msg, E.INVALID_REQUEST)
             loggers_edit(validate_only)
+        elif rtype == GROUP:
+            groups = ctx.group_configs
+            groups.replace(name, edit(groups.overrides.get(name, {}), False), validate_only)
         elif rtype in KNOWN_TYPES:
             return E.INVALID_REQUEST, f"logbroker does not support altering configs of resource type {rtype}"
         else:

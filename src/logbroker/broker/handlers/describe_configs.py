@@ -1,4 +1,4 @@
-"""DescribeConfigs (32): topic configs (overrides and defaults) and the broker's own settings.
+"""DescribeConfigs (32): topic configs (overrides and defaults), the broker's own settings and group configs.
 
 Needs DESCRIBE_CONFIGS on each topic (or group), or on the cluster for broker resources; refused resources
 are answered after the others, with the error's default message and no configs (ConfigHelper)."""
@@ -22,7 +22,7 @@ RR = R.DescribeConfigsResult
 CE = RR.DescribeConfigsResourceResult
 SYN = CE.DescribeConfigsSynonym
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 DYNAMIC_BROKER_LOGGER = 6
 KNOWN_TYPES = (TOPIC, BROKER, 8, 16, 32)  # and broker loggers, client metrics, groups: refused one by one here
 
@@ -113,6 +113,8 @@ def handle(ctx: BrokerContext, req: Request) -> R:
             else:
                 entries = [Entry(n, lvl, DYNAMIC_BROKER_LOGGER, False, ConfigType.UNKNOWN, ())
                            for n, lvl in loggers.loggers().items() if keys is None or n in keys]  # fmt: skip
+        elif res.resource_type == GROUP:
+            entries = ctx.group_configs.entries(res.resource_name, keys)
         else:
             err, msg = E.INVALID_REQUEST, f"resource type {res.resource_type} is not supported"
         configs = [

@@ -71,6 +71,6 @@ async def handle(ctx: BrokerContext, req: Request) -> R:
                 PD(partition_index=p.partition_index, error_code=code, error_message=message,
                    current_leader=PD.LeaderIdAndEpoch(leader_id=ctx.node_id, leader_epoch=0)))  # fmt: skip
     return R(throttle_time_ms=0, error_code=0, error_message=None,
-             acquisition_lock_timeout_ms=share.config.record_lock_duration_ms,
+             acquisition_lock_timeout_ms=share.settings(b.group_id).record_lock_duration_ms,
              responses=[TR(topic_id=uuid.UUID(t), partitions=ps) for t, ps in topics.items()],
              node_endpoints=[])  # fmt: skip

@@ -21,7 +21,7 @@ from typing import Any
 
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
-from logbroker.protocol.records import CONTROL_FLAG, iter_headers
+from logbroker.protocol.records import CONTROL_FLAG, TRANSACTIONAL_FLAG, iter_headers
 from logbroker.storage.log import OffsetOutOfRange
 
 from ..auth.acls import AclOperation, ResourceType
@@ -88,7 +88,7 @@ async def handle(ctx: BrokerContext, req: Request) -> R:
     for (tid, _index), pd in results.items():
         topics.setdefault(tid, []).append(pd)
     return R(throttle_time_ms=0, error_code=0, error_message=None,
-             acquisition_lock_timeout_ms=share.config.record_lock_duration_ms,
+             acquisition_lock_timeout_ms=share.settings(b.group_id).record_lock_duration_ms,
              responses=[TR(topic_id=uuid.UUID(t), partitions=ps) for t, ps in topics.items()],
              node_endpoints=[])  # fmt: skip
 
@@ -97,7 +97,7 @@ async def _acquire(ctx: BrokerContext, req: Request, partitions: list[tuple[str,
                    results: dict[tuple[str, int], Any], full: bool) -> None:  # fmt: skip
     b = req.body
     share = ctx.share
-    cfg = share.config
+    cfg = share.settings(b.group_id)
     names = share.topic_ids()
     readable: set[str] | None = None
     if ctx.authorizer is not None:
@@ -132,7 +132,7 @@ async def _acquire(ctx: BrokerContext, req: Request, partitions: list[tuple[str,
             if sp.move_start(plog.log_start_offset):
                 await share.save([(req.body.group_id, tid, index)])
             start = sp.acquirable(cfg.partition_max_record_locks)
-            limit = plog.next_offset
+            limit = plog.last_stable_offset if cfg.read_committed else plog.next_offset
             if start is None or start >= limit:
                 continue
             try:
@@ -140,7 +140,7 @@ async def _acquire(ctx: BrokerContext, req: Request, partitions: list[tuple[str,
             except OffsetOutOfRange:
                 continue
             headers = list(iter_headers(data))
-            batches = [(h.base_offset, h.last_offset, bool(h.attributes & CONTROL_FLAG)) for h in headers]
+            batches = _batches(plog, headers, start, cfg.read_committed)
             got = sp.acquire(req.body.member_id, batches, limit, max_records - taken, cfg.partition_max_record_locks,
                              cfg.record_lock_duration_ms / 1000, time.monotonic(), strict=record_limit)  # fmt: skip
             if not got:
@@ -171,3 +171,24 @@ async def _acquire(ctx: BrokerContext, req: Request, partitions: list[tuple[str,
                 await waiting
             if not released.done():
                 released.cancel()
+
+
+def _batches(plog: Any, headers: list[Any], start: int, read_committed: bool) -> list[tuple[int, int, bool]]:
+    """(base offset, last offset, never deliver) of each batch read: control batches are never delivered,
+    nor, under read_committed, the batches of aborted transactions (archived, as Kafka does)."""
+    if not read_committed or not headers or not plog.aborts_from(start):
+        return [(h.base_offset, h.last_offset, bool(h.attributes & CONTROL_FLAG)) for h in headers]
+    aborted = sorted(plog.aborted_transactions(start, headers[-1].last_offset + 1), key=lambda a: a.first_offset)
+    active: set[int] = set()  # producers whose aborted transaction the walk is inside
+    out = []
+    i = 0
+    for h in headers:
+        while i < len(aborted) and aborted[i].first_offset <= h.last_offset:
+            active.add(aborted[i].producer_id)
+            i += 1
+        control = bool(h.attributes & CONTROL_FLAG)
+        skip = control or (bool(h.attributes & TRANSACTIONAL_FLAG) and h.producer_id in active)
+        if control:
+            active.discard(h.producer_id)  # its marker ends the transaction (commit or abort)
+        out.append((h.base_offset, h.last_offset, skip))
+    return out

@@ -47,4 +47,5 @@ async def handle(ctx: BrokerContext, req: Request) -> R:
         assignment = A(topic_partitions=[A.TopicPartitions(topic_id=uuid.UUID(t), partitions=sorted(ps))
                                          for t, ps in sorted(res.assignment.items())])  # fmt: skip
     return R(throttle_time_ms=0, error_code=0, error_message=None, member_id=res.member_id, member_epoch=res.epoch,
-             heartbeat_interval_ms=ctx.share.config.heartbeat_interval_ms, assignment=assignment)  # fmt: skip
+             heartbeat_interval_ms=ctx.share.settings(b.group_id).heartbeat_interval_ms,
+             assignment=assignment)  # fmt: skip

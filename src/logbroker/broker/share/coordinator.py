@@ -33,6 +33,7 @@ from logbroker.protocol import ErrorCode as E
 from logbroker.storage import PartitionLog
 from logbroker.storage.internal import InternalLog
 
+from ..group_configs import duration_ms
 from .partition import AckRefused, SharePartition
 
 log = logging.getLogger(__name__)
@@ -45,15 +46,24 @@ PartitionKey = tuple[str, str, int]  # (group, topic id, partition)
 
 @dataclass(frozen=True)
 class ShareConfig:
-    """Kafka's group.share.* broker configs (the per-group overrides are not served yet)."""
+    """The broker-wide limits (Kafka's group.share.max.size and group.share.max.share.sessions)."""
+
+    max_size: int = 200
+    max_share_sessions: int = 2_000
+
+
+@dataclass(frozen=True)
+class GroupSettings:
+    """One share group's settings: the broker's group.share.* configs, or the group's own overrides
+    (share.* group configs)."""
 
     session_timeout_ms: int = 45_000
     heartbeat_interval_ms: int = 5_000
-    max_size: int = 200
     record_lock_duration_ms: int = 30_000
     delivery_count_limit: int = 5
     partition_max_record_locks: int = 2_000
-    max_share_sessions: int = 2_000
+    auto_offset_reset: str = "latest"
+    read_committed: bool = False
 
 
 class ShareError(Exception):
@@ -154,9 +164,13 @@ class ShareCoordinator:
         get_log: Callable[[str, int], PartitionLog | None],
         topic_name: Callable[[str], str | None],
         other_group: Callable[[str], str | None],
+        settings_for: Callable[[str], GroupSettings] = lambda _g: GroupSettings(),
+        offset_for_timestamp: Callable[[PartitionLog, int], int] | None = None,
     ) -> None:
         self.store = store
         self.config = config
+        self.settings = settings_for
+        self._offset_for_timestamp = offset_for_timestamp
         self._persist = persist
         self._topic_table = topic_table
         self._get_log = get_log
@@ -199,7 +213,8 @@ class ShareCoordinator:
             for m in [m for m in g.members.values() if m.deadline <= now]:
                 log.info("share group %s: member %s timed out", g.group_id, m.member_id)
                 await self._remove_member(g, m.member_id)
-        changed = [key for key, sp in self.partitions.items() if sp.expire(now, self.config.delivery_count_limit)]
+        changed = [key for key, sp in self.partitions.items()
+                   if sp.expire(now, self.settings(key[0]).delivery_count_limit)]  # fmt: skip
         if changed:
             await self.save(changed)
             self.wake_all()
@@ -261,7 +276,7 @@ class ShareCoordinator:
         if body.subscribed_topic_names is not None and list(body.subscribed_topic_names) != m.subscribed:
             m.subscribed = list(body.subscribed_topic_names)
             g.epoch += 1
-        m.deadline = now + self.config.session_timeout_ms / 1000
+        m.deadline = now + self.settings(gid).session_timeout_ms / 1000
         await self._reassign(g)
         if m.epoch != g.epoch:
             m.previous_epoch, m.epoch = m.epoch, g.epoch
@@ -290,9 +305,7 @@ class ShareCoordinator:
             for p in range(count):
                 key = (g.group_id, tid, p)
                 if key not in self.partitions:
-                    plog = self._get_log(self._topic_name(tid) or "", p)
-                    start = plog.next_offset if plog is not None else 0
-                    self.partitions[key] = SharePartition(start)
+                    self.partitions[key] = SharePartition(self._start_offset(g.group_id, tid, p))
                     created.append(key)
         if created:
             await self.save(created)
@@ -307,7 +320,7 @@ class ShareCoordinator:
             await self._reassign(g)
 
     async def release_member(self, group_id: str, mid: str) -> None:
-        limit = self.config.delivery_count_limit
+        limit = self.settings(group_id).delivery_count_limit
         changed = [key for key, sp in self.partitions.items() if key[0] == group_id and sp.release_member(mid, limit)]
         if changed:
             await self.save(changed)
@@ -350,9 +363,22 @@ class ShareCoordinator:
         key = (group_id, topic_id, index)
         sp = self.partitions.get(key)
         if sp is None:
-            plog = self._get_log(self._topic_name(topic_id) or "", index)
-            sp = self.partitions[key] = SharePartition(plog.next_offset if plog is not None else 0)
+            sp = self.partitions[key] = SharePartition(self._start_offset(group_id, topic_id, index))
         return sp
+
+    def _start_offset(self, group_id: str, topic_id: str, index: int) -> int:
+        """Where a share-partition new to its group starts (the group's share.auto.offset.reset): the log
+        start (earliest), the log end (latest), or the first record at or after now minus a duration."""
+        plog = self._get_log(self._topic_name(topic_id) or "", index)
+        if plog is None:
+            return 0
+        reset = self.settings(group_id).auto_offset_reset
+        if reset == "earliest":
+            return plog.log_start_offset
+        if reset.startswith("by_duration:") and self._offset_for_timestamp is not None:
+            ms = duration_ms(reset.removeprefix("by_duration:")) or 0
+            return self._offset_for_timestamp(plog, int(time.time() * 1000) - ms)
+        return plog.next_offset
 
     async def acknowledge(
         self, group_id: str, member_id: str, acks: list[tuple[str, int, Any]]
@@ -362,7 +388,8 @@ class ShareCoordinator:
         errors: dict[tuple[str, int], tuple[E, str | None]] = {}
         changed: list[PartitionKey] = []
         now = time.monotonic()
-        lock_s = self.config.record_lock_duration_ms / 1000
+        cfg = self.settings(group_id)
+        lock_s = cfg.record_lock_duration_ms / 1000
         for tid, index, batches in acks:
             key = (group_id, tid, index)
             sp = self.partitions.get(key)
@@ -371,7 +398,7 @@ class ShareCoordinator:
                 continue
             ranges = [(b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in batches]
             try:
-                sp.acknowledge(member_id, ranges, self.config.delivery_count_limit, now, lock_s)
+                sp.acknowledge(member_id, ranges, cfg.delivery_count_limit, now, lock_s)
             except AckRefused as exc:
                 log.info("share group %s: acknowledgement of member %s refused for %s-%d: %s: %s", group_id,
                          member_id, tid, index, exc.error.name, exc)  # fmt: skip
