@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from logbroker.notify import (
     AT_LEAST_ONCE,
+    AT_MOST_ONCE,
     PRIORITIES,
     REQUEUE,
     InvalidTransportURL,
@@ -518,3 +519,65 @@ def test_unserialisable_payload_fails_at_call_site(url: str) -> None:
         wait_for(lambda: len(ep.got) == 1)
         time.sleep(0.3)
     assert ep.payloads == ["ok"]
+
+
+@pytest.mark.parametrize("delivery", [AT_MOST_ONCE, AT_LEAST_ONCE])
+def test_a_share_pool_spreads_one_partition_over_its_listeners(url: str, delivery: str) -> None:
+    """A pool run as a share group (KIP-932): three listeners on a one-partition topic all get
+    notifications, each exactly once, nothing lost; a consumer-group pool would leave two idle."""
+    topic, pool = name("share"), name("pool")
+    create_topic(url, f"{topic}.info", 1)
+    eps = [Recorder() for _ in range(3)]
+
+    class Slow(Recorder):
+        def __init__(self, inner: Recorder) -> None:
+            super().__init__()
+            self.inner = inner
+            self.info = self._slow  # type: ignore[method-assign]
+
+        def _slow(self, *args: Any) -> None:
+            time.sleep(0.05)  # a listener busy with one notification leaves the next ones to the others
+            self.inner.info(*args)
+
+    opts = {"max_poll_records": 2}
+    listeners = [NotificationListener(url, [topic], [Slow(ep)], pool=pool, share=True, delivery=delivery,
+                                      driver_options=opts) for ep in eps]  # fmt: skip
+    try:
+        for lst in listeners:
+            lst.start()
+        with Notifier(url, "p", [topic]) as n:
+            for i in range(60):
+                n.info({}, "e", i)
+        wait_for(lambda: sum(len(ep.got) for ep in eps) >= 60, timeout=60)
+        time.sleep(0.5)
+    finally:
+        for lst in listeners:
+            lst.stop()
+        for lst in listeners:
+            lst.wait()
+    got = [p for ep in eps for p in ep.payloads]
+    assert sorted(got) == list(range(60)), "lost or duplicated notifications"
+    assert all(ep.got for ep in eps), [len(ep.got) for ep in eps]
+
+
+def test_a_share_pool_redelivers_a_requeued_notification_to_the_pool(url: str) -> None:
+    topic, pool, got = name("share-rq"), name("pool"), []
+    failed: set[int] = set()
+
+    class Flaky:
+        def info(self, ctxt: Any, pub: Any, event: Any, payload: int, md: Any) -> Any:
+            got.append(payload)
+            if payload % 3 == 1 and payload not in failed:
+                failed.add(payload)
+                return REQUEUE
+            return None
+
+    with (
+        NotificationListener(url, [topic], [Flaky()], pool=pool, share=True, delivery=AT_LEAST_ONCE),
+        Notifier(url, "p", [topic]) as n,
+    ):
+        for i in range(9):
+            n.info({}, "e", i)
+        wait_for(lambda: len(got) == 12, timeout=60)
+        time.sleep(0.3)
+    assert sorted(got) == sorted([*range(9), 1, 4, 7])

@@ -15,6 +15,7 @@ from typing import Any
 
 from logbroker.notify.consumer import AT_LEAST_ONCE, AT_MOST_ONCE, Incoming, NotificationConsumer
 from logbroker.notify.notifier import PRIORITIES
+from logbroker.notify.share import ShareNotificationConsumer
 from logbroker.notify.transport import KafkaOptions, Transport, get_transport
 
 LOG = logging.getLogger(__name__)
@@ -175,6 +176,10 @@ class NotificationListener:
     endpoints get lists. `delivery="at-least-once"` commits after the endpoints return and
     redelivers what raised or returned REQUEUE; `replay_from` (datetime or epoch ms) starts a new
     assignment at that time instead of at the end.
+
+    `share=True` runs the pool as a Kafka share group (KIP-932, brokers from Kafka 4.2 and logbroker):
+    every listener may receive from every partition, so a pool spreads its notifications over any number
+    of listeners, even on a one-partition topic; there is no order between listeners (see `share`).
     """
 
     def __init__(
@@ -189,6 +194,7 @@ class NotificationListener:
         driver_options: KafkaOptions | dict[str, Any] | None = None,
         delivery: str = AT_MOST_ONCE,
         replay_from: _dt.datetime | float | int | None = None,
+        share: bool = False,
     ) -> None:
         if executor not in ("threading", "asyncio"):
             raise ValueError(f"executor must be 'threading' or 'asyncio', not {executor!r}")
@@ -201,7 +207,8 @@ class NotificationListener:
         self.dispatcher = Dispatcher(endpoints, batch=batch_size > 1, raise_as_requeue=delivery == AT_LEAST_ONCE)
         names = [t if isinstance(t, str) else t.topic for t in targets]
         topics = [self.transport.topic(n, p) for n in names for p in self.dispatcher.priorities]
-        self.consumer = NotificationConsumer(
+        kind = ShareNotificationConsumer if share else NotificationConsumer
+        self.consumer: NotificationConsumer | ShareNotificationConsumer = kind(
             self.transport, topics, pool, self.transport.options, delivery, _to_ms(replay_from)
         )
         self._thread: threading.Thread | None = None
