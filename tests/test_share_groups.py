@@ -26,7 +26,7 @@ import pytest
 from confluent_kafka import Producer
 
 from logbroker.testing.process import BrokerProcess
-from support import both_targets, create_topic, kafka_peer, unique
+from support import both_targets, create_topic, eventually, kafka_peer, unique
 
 ck = pytest.importorskip("confluent_kafka")
 ShareConsumer = ck.ShareConsumer
@@ -394,3 +394,53 @@ def test_group_configs_survive_kill_9(tmp_path: Path) -> None:
             "share.delivery.count.limit": ("7", 8)}  # fmt: skip
     finally:
         proc.kill()
+
+
+def test_a_share_group_id_is_no_other_kind_of_group(bootstrap: str) -> None:
+    """ListGroups lists it as a share group; JoinGroup, ConsumerGroupHeartbeat and OffsetCommit refuse its
+    id; DeleteGroups refuses it while it has members and deletes it once empty."""
+    from logbroker.protocol import ApiKey, api
+    from support import Wire
+
+    topic = create_topic(bootstrap, unique("sh-kind"))
+    group = unique("sg")
+    c = consumer(bootstrap, group, topic)
+    try:
+        warm_up(bootstrap, topic, [c])
+        with Wire(bootstrap, timeout=30) as wire:
+            listed = wire.call(ApiKey.ListGroups, 5, states_filter=[], types_filter=["share"]).groups
+            assert [(g.protocol_type, g.group_state, g.group_type) for g in listed if g.group_id == group] == [
+                ("share", "Stable", "share")]  # fmt: skip
+            assert [r.error_code for r in wire.call(ApiKey.DeleteGroups, 2, groups_names=[group]).results] == [68]
+            J = api(ApiKey.JoinGroup).request
+            range_protocol = J.JoinGroupRequestProtocol(name="range", metadata=b"")
+            joined = wire.call(ApiKey.JoinGroup, 9, J(
+                group_id=group, session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="",
+                group_instance_id=None, protocol_type="consumer", reason=None, protocols=[range_protocol]))  # fmt: skip
+            assert joined.error_code == 23  # INCONSISTENT_GROUP_PROTOCOL
+            H = api(ApiKey.ConsumerGroupHeartbeat).request
+            hb = wire.call(ApiKey.ConsumerGroupHeartbeat, 1, H(
+                group_id=group, member_id="m" * 22, member_epoch=0, instance_id=None, rack_id=None,
+                rebalance_timeout_ms=10000, subscribed_topic_names=[topic], subscribed_topic_regex=None,
+                server_assignor=None, topic_partitions=[]))  # fmt: skip
+            assert (hb.error_code, hb.error_message) == (69, f"Group {group} is not a consumer group.")
+            C = api(ApiKey.OffsetCommit).request
+            CT = C.OffsetCommitRequestTopic
+            part = CT.OffsetCommitRequestPartition(partition_index=0, committed_offset=1, committed_leader_epoch=-1,
+                                                   committed_metadata="")  # fmt: skip
+            committed = wire.call(ApiKey.OffsetCommit, 9, C(
+                group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                topics=[CT(name=topic, partitions=[part])]))  # fmt: skip
+            assert [p.error_code for t in committed.topics for p in t.partitions] == [69]
+    finally:
+        c.close()
+    with Wire(bootstrap, timeout=30) as wire:
+
+        def empty() -> Any:
+            listed = wire.call(ApiKey.ListGroups, 5, states_filter=[], types_filter=["share"]).groups
+            return [g.group_state for g in listed if g.group_id == group] == ["Empty"] or None
+
+        eventually(empty, timeout=30)
+        assert [r.error_code for r in wire.call(ApiKey.DeleteGroups, 2, groups_names=[group]).results] == [0]
+        listed = wire.call(ApiKey.ListGroups, 5, states_filter=[], types_filter=["share"]).groups
+        assert group not in [g.group_id for g in listed]

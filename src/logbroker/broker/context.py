@@ -251,6 +251,7 @@ class BrokerContext:
             offset_for_timestamp=_offset_at,
         )
         self._share.start()
+        self._groups.is_share_group = self._share.group_protocol
         self.flusher.start()
         self._txns.start()
         self.cleaner = LogCleaner(lambda: self._storage, s)

@@ -73,6 +73,8 @@ class Coordinator:
         self._sweeper: asyncio.Task[None] | None = None
         self._txn_seq = 0  # orders pending transactional writes (see model.PendingOffset)
         self._active: set[str] = set()  # groups saved with members since they were last empty (for "emptied")
+        # Share groups live in their own coordinator: an id that is one is no classic or consumer group.
+        self.is_share_group: Callable[[str], bool] = lambda _gid: False
         self._load()
 
     def group(self, group_id: str) -> Group | None:
@@ -220,6 +222,8 @@ class Coordinator:
         err = self.classic.validate_join(req)
         if err != E.NONE:
             return JoinResult(err, member_id=req.member_id)
+        if self.is_share_group(req.group_id):
+            return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id)
         g = self._groups.get(req.group_id)
         if isinstance(g, ConsumerGroup):
             if g.members:
@@ -283,6 +287,8 @@ class Coordinator:
             return refused
         req = ConsumerHeartbeat.from_body(body, client_id, client_host)
         gid, epoch = req.group_id, req.member_epoch
+        if self.is_share_group(gid):
+            return HeartbeatResult(E.GROUP_ID_NOT_FOUND, message=f"Group {gid} is not a consumer group.")
         g = self._groups.get(gid)
         if isinstance(g, ClassicGroup):
             if epoch != 0 or not g.is_empty:
@@ -317,6 +323,8 @@ class Coordinator:
         self, group_id: str, member_id: str, generation: int, instance_id: str | None, version: int = 9
     ) -> E:
         """OffsetCommit's group check (`generation` is the member epoch for KIP-848 groups)."""
+        if self.is_share_group(group_id):
+            return E.GROUP_ID_NOT_FOUND  # a share group's progress is its share-partition state
         return offsets.check_commit(self._groups.get(group_id), member_id, generation, instance_id, version)
 
     async def commit(self, group_id: str, committed: dict[TopicPartition, Committed]) -> None:

@@ -29,6 +29,9 @@ async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
         names = [gid for gid in names if gid in allowed]
     results = []
     for gid in names:
-        err = await ctx.groups.delete_group(gid)
+        if ctx.share.group_protocol(gid):
+            err = await ctx.share.delete_group(gid)
+        else:
+            err = await ctx.groups.delete_group(gid)
         results.append(R.DeletableGroupResult(group_id=gid, error_code=int(err)))
     return R(throttle_time_ms=0, results=results + refused)

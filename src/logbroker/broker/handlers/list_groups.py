@@ -1,5 +1,6 @@
-"""ListGroups (16): every group with its state (v4 filters by state, v5 by type). With an authorizer,
-as Kafka: DESCRIBE on the cluster lists every group, otherwise only the groups the principal may DESCRIBE."""
+"""ListGroups (16): every group with its state (v4 filters by state, v5 by type), share groups included.
+With an authorizer, as Kafka: DESCRIBE on the cluster lists every group, otherwise only the groups the
+principal may DESCRIBE."""
 
 from __future__ import annotations
 
@@ -34,4 +35,11 @@ def handle(ctx: BrokerContext, req: Request) -> R:
                 group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state_name, group_type=gtype
             )
         )
+    for sg in sorted(ctx.share.groups.values(), key=lambda g: g.group_id):
+        if not every and not ctx.authorize(req, AclOperation.DESCRIBE, ResourceType.GROUP, sg.group_id):
+            continue
+        if (states is not None and sg.state.lower() not in states) or (types is not None and "share" not in types):
+            continue
+        out.append(R.ListedGroup(group_id=sg.group_id, protocol_type="share", group_state=sg.state,
+                                 group_type="share"))  # fmt: skip
     return R(throttle_time_ms=0, error_code=0, groups=out)

@@ -184,6 +184,7 @@ class ShareCoordinator:
         for key, value in store.load().items():
             if key and key[0] == "s" and len(key) == 4:
                 self.partitions[(str(key[1]), str(key[2]), int(key[3]))] = SharePartition.restore(value)
+                self.groups.setdefault(str(key[1]), ShareGroup(str(key[1])))  # empty until members rejoin
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -427,6 +428,25 @@ class ShareCoordinator:
         for fut in waiting:
             if not fut.done():
                 fut.set_result(None)
+
+    async def delete_group(self, group_id: str) -> E:
+        """DeleteGroups of a share group: only an empty one (NON_EMPTY_GROUP), with its share-partition
+        state (its progress is gone: a new group of the id starts afresh)."""
+        g = self.groups.get(group_id)
+        if g is None:
+            return E.GROUP_ID_NOT_FOUND
+        if g.members:
+            return E.NON_EMPTY_GROUP
+        del self.groups[group_id]
+        keys = [k for k in self.partitions if k[0] == group_id]
+        for k in keys:
+            del self.partitions[k]
+        for s in [s for s in self.sessions if s[0] == group_id]:
+            del self.sessions[s]
+        if keys:
+            await self._persist(self.store.append([(("s", *k), None) for k in keys]))
+        log.info("share group %s: deleted (%d share-partitions)", group_id, len(keys))
+        return E.NONE
 
     # ------------------------------------------------------------------ describe
 
