@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -285,6 +285,10 @@ class BrokerSettings(BaseSettings):
     )
     group_consumer_session_timeout_ms: int = Field(45_000, ge=100, description="KIP-848 member session timeout")
     group_consumer_heartbeat_interval_ms: int = Field(5_000, ge=10, description="KIP-848 heartbeat interval")
+    group_consumer_migration_policy: Literal["bidirectional", "upgrade", "downgrade", "disabled"] = Field(
+        "bidirectional",
+        description="online conversion of live groups between the classic and the consumer protocol (KIP-848)",
+    )
     group_share_session_timeout_ms: int = Field(45_000, ge=100, description="share-group member session timeout")
     group_share_heartbeat_interval_ms: int = Field(5_000, ge=10, description="share-group heartbeat interval")
     group_share_max_size: int = Field(200, ge=1, le=1000, description="members of one share group at most")

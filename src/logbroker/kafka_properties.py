@@ -129,6 +129,7 @@ KAFKA_NAMES: Mapping[str, tuple[str, Callable[[str], Any]]] = {
     "group.max.size": ("group_max_size", _int),
     "group.consumer.session.timeout.ms": ("group_consumer_session_timeout_ms", _int),
     "group.consumer.heartbeat.interval.ms": ("group_consumer_heartbeat_interval_ms", _int),
+    "group.consumer.migration.policy": ("group_consumer_migration_policy", lambda raw: raw.strip().lower()),
     "group.share.session.timeout.ms": ("group_share_session_timeout_ms", _int),
     "group.share.heartbeat.interval.ms": ("group_share_heartbeat_interval_ms", _int),
     "group.share.max.size": ("group_share_max_size", _int),

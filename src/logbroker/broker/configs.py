@@ -145,6 +145,7 @@ def _catalogue() -> dict[str, BrokerConfig]:
         BrokerConfig("group.consumer.max.size", T.INT, str((1 << 31) - 1), "group_consumer_max_size"),
         BrokerConfig("group.consumer.session.timeout.ms", T.INT, "45000", "group_consumer_session_timeout_ms"),
         BrokerConfig("group.consumer.heartbeat.interval.ms", T.INT, "5000", "group_consumer_heartbeat_interval_ms"),
+        BrokerConfig("group.consumer.migration.policy", T.STRING, "bidirectional", "group_consumer_migration_policy"),
         BrokerConfig("group.share.session.timeout.ms", T.INT, "45000", "group_share_session_timeout_ms"),
         BrokerConfig("group.share.heartbeat.interval.ms", T.INT, "5000", "group_share_heartbeat_interval_ms"),
         BrokerConfig("group.share.max.size", T.INT, "200", "group_share_max_size"),

@@ -219,6 +219,7 @@ class BrokerContext:
                 consumer_max_group_size=s.group_consumer_max_size,
                 consumer_session_timeout_ms=s.group_consumer_session_timeout_ms,
                 consumer_heartbeat_interval_ms=s.group_consumer_heartbeat_interval_ms,
+                consumer_migration_policy=s.group_consumer_migration_policy,
             ),
             self._persist_internal,
             self._topic_table,

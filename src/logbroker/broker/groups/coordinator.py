@@ -19,6 +19,7 @@ from logbroker.storage import PartitionLog
 from . import offsets
 from .classic import ClassicGroups
 from .consumer import ConsumerGroups, TopicTable, validate
+from .migration import Migration
 from .model import (
     ClassicGroup,
     Committed,
@@ -69,6 +70,8 @@ class Coordinator:
             config.consumer_heartbeat_interval_ms,
             config.consumer_max_group_size,
         )
+        self.migration = Migration(self.consumer, self.classic, config.consumer_migration_policy,
+                                   config.max_group_size)  # fmt: skip
         self._persist_cb = persist  # awaits the broker's fsync policy for a written log
         self._sweeper: asyncio.Task[None] | None = None
         self._txn_seq = 0  # orders pending transactional writes (see model.PendingOffset)
@@ -178,7 +181,7 @@ class Coordinator:
         for g in list(self._groups.values()):
             if isinstance(g, ConsumerGroup):
                 if self.consumer.expire(g, now):
-                    self._save_soon(g)
+                    self._after_removal(g)
             else:
                 self.classic.sweep(g, now)
 
@@ -226,8 +229,11 @@ class Coordinator:
             return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id)
         g = self._groups.get(req.group_id)
         if isinstance(g, ConsumerGroup):
-            if g.members:
-                return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id)
+            if g.members:  # a classic member of a consumer group (KIP-848 migration)
+                res = self.migration.join(g, req)
+                if res.error == E.NONE:
+                    await self._save(g)
+                return res
             g = self._groups[req.group_id] = ClassicGroup(
                 req.group_id, offsets=g.offsets, txn_offsets=g.txn_offsets, persisted=g.persisted
             )
@@ -253,6 +259,8 @@ class Coordinator:
         if not group_id:
             return SyncResult(E.INVALID_GROUP_ID, b"")
         g = self._groups.get(group_id)
+        if isinstance(g, ConsumerGroup):
+            return self.migration.sync(g, member_id, generation, protocol_type, protocol)
         if not isinstance(g, ClassicGroup):
             return SyncResult(E.UNKNOWN_MEMBER_ID, b"")
         return await self.classic.sync(g, member_id, generation, instance_id, protocol_type, protocol, assignments)
@@ -261,6 +269,11 @@ class Coordinator:
         if not group_id:
             return E.INVALID_GROUP_ID
         g = self._groups.get(group_id)
+        if isinstance(g, ConsumerGroup):
+            err = self.migration.heartbeat(g, member_id, generation)
+            if self.migration.consumer.refresh(g):
+                self._save_soon(g)
+            return err
         if not isinstance(g, ClassicGroup):
             return E.UNKNOWN_MEMBER_ID
         return self.classic.heartbeat(g, member_id, generation, instance_id)
@@ -271,9 +284,25 @@ class Coordinator:
         if not group_id:
             return LeaveResult(E.INVALID_GROUP_ID, [])
         g = self._groups.get(group_id)
+        if isinstance(g, ConsumerGroup):
+            res = self.migration.leave(g, members)
+            self._after_removal(g)
+            return res
         if not isinstance(g, ClassicGroup):
             return LeaveResult(E.UNKNOWN_MEMBER_ID, [MemberLeft(mid, iid, E.UNKNOWN_MEMBER_ID) for mid, iid in members])
         return self.classic.leave(g, members)
+
+    def _after_removal(self, g: ConsumerGroup) -> None:
+        """Members left a consumer group: if only classic members remain and the policy allows, it becomes a
+        classic group again and rebalances (KIP-848 online downgrade); saved either way."""
+        cg = self.migration.downgrade(g)
+        if cg is None:
+            self._save_soon(g)
+            return
+        self._groups[g.group_id] = cg
+        log.info("group %s: only classic members left: downgraded from consumer to classic", for_log(g.group_id))
+        self.classic._prepare_rebalance(cg, f"Downgrade group {g.group_id} from consumer to classic")
+        self._save_soon(cg)
 
     # ------------------------------------------------------------------ KIP-848 groups
 
@@ -291,10 +320,17 @@ class Coordinator:
             return HeartbeatResult(E.GROUP_ID_NOT_FOUND, message=f"Group {gid} is not a consumer group.")
         g = self._groups.get(gid)
         if isinstance(g, ClassicGroup):
-            if epoch != 0 or not g.is_empty:
+            if epoch != 0:
                 return HeartbeatResult(E.GROUP_ID_NOT_FOUND, message=_not_consumer(g, epoch))
-            # joins the table if all goes well
-            cg = ConsumerGroup(gid, offsets=g.offsets, txn_offsets=g.txn_offsets, persisted=g.persisted)
+            if g.is_empty:  # joins the table if all goes well
+                cg = ConsumerGroup(gid, offsets=g.offsets, txn_offsets=g.txn_offsets, persisted=g.persisted)
+            else:  # a live classic group: upgraded online (KIP-848)
+                upgraded = self.migration.upgrade(g)
+                if isinstance(upgraded, HeartbeatResult):
+                    return upgraded
+                cg = upgraded
+                log.info("group %s: upgraded online from classic to consumer (%d classic members)", for_log(gid),
+                         len(cg.members))  # fmt: skip
         elif g is None:
             if epoch != 0:
                 which = "Group" if epoch < 0 else "Consumer group"
@@ -306,13 +342,16 @@ class Coordinator:
         if cg is not g:
             if result.error != E.NONE:
                 return result  # nothing created: an empty classic group stays what it was
-            if g is not None:
+            if g is not None and g.is_empty:
                 log.info("group %s: the empty classic group became a consumer group", for_log(gid))
             else:
                 log.info("group %s: created (consumer protocol) by client %s at %s", for_log(gid),
                          for_log(client_id) or "-", client_host)  # fmt: skip
             self._groups[gid] = cg
             changed = True
+        if epoch == -1 and result.error == E.NONE and cg.members:
+            self._after_removal(cg)  # the last consumer-protocol member may have left: online downgrade
+            return result
         if changed:
             await self._save(cg)
         return result

@@ -82,6 +82,7 @@ class CoordinatorConfig:
     max_session_timeout_ms: int = 1_800_000
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     offsets_retention_check_interval_ms: int = 600_000
+    consumer_migration_policy: str = "bidirectional"  # group.consumer.migration.policy
     offset_metadata_max_bytes: int = 4096
     max_group_size: int = UNBOUNDED  # classic groups (group.max.size)
     consumer_max_group_size: int = UNBOUNDED  # KIP-848 groups (group.consumer.max.size)
@@ -301,6 +302,27 @@ class HeartbeatResult:
 
 
 @dataclass
+class ClassicProtocol:
+    """A member of a KIP-848 group that speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat): what
+    Kafka keeps as its ClassicMemberMetadata. Its assignment is computed by the broker like any member's and
+    handed to it in SyncGroup, in the consumer protocol's format."""
+
+    session_timeout_ms: int
+    protocols: list[tuple[str, bytes]]  # the JoinGroup protocols (name, subscription metadata)
+
+    def names(self) -> list[str]:
+        return [n for n, _ in self.protocols]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"session": self.session_timeout_ms,
+                "protocols": [[n, m.hex()] for n, m in self.protocols]}  # fmt: skip
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ClassicProtocol:
+        return cls(int(d["session"]), [(str(n), bytes.fromhex(m)) for n, m in d["protocols"]])
+
+
+@dataclass
 class ConsumerMember:
     member_id: str
     instance_id: str | None
@@ -318,8 +340,15 @@ class ConsumerMember:
     deadline: float = 0.0
     revoking_since: float | None = None
     sent: TopicMap | None = None  # the assignment in the last response
+    classic: ClassicProtocol | None = None  # set for a member that uses the classic protocol
 
     def to_json(self) -> dict[str, Any]:
+        out = self._to_json()
+        if self.classic is not None:
+            out["classic"] = self.classic.to_json()
+        return out
+
+    def _to_json(self) -> dict[str, Any]:
         return {
             "id": self.member_id,
             "instance": self.instance_id,
@@ -350,6 +379,8 @@ class ConsumerMember:
         )
         m.assigned = {t: set(p) for t, p in d["assigned"].items()}
         m.reported = {t: set(p) for t, p in m.assigned.items()}
+        if d.get("classic"):
+            m.classic = ClassicProtocol.from_json(d["classic"])
         return m
 
 
@@ -497,6 +528,7 @@ class ConsumerGroup(GroupBase):
     metadata_signature: tuple[tuple[str, int], ...] = ()  # subscribed topics' (name, partitions) last assigned
     protocol_type: str = "consumer"
     protocol: str | None = None
+    pending: dict[str, float] = field(default_factory=dict)  # KIP-394 ids handed to classic joiners -> expiry
 
     @property
     def state(self) -> GroupState:

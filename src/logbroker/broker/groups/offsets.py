@@ -44,6 +44,8 @@ def check_commit(g: Group | None, member_id: str, generation: int, instance_id: 
         cm = g.members.get(member_id)
         if cm is None:
             return E.UNKNOWN_MEMBER_ID
+        if cm.classic is not None:  # a classic member of a consumer group: its epoch is its generation
+            return E.ILLEGAL_GENERATION if generation != cm.epoch else E.NONE
         if version < 9:
             return E.UNSUPPORTED_VERSION  # KIP-848 members commit with v9+
         return E.STALE_MEMBER_EPOCH if generation != cm.epoch else E.NONE
