@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from logbroker.protocol import ApiKey, api
-from support import Wire, both_targets, create_topic, target_bootstrap, unique
+from support import Wire, both_targets, create_topic, eventually, target_bootstrap, unique
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -173,3 +173,39 @@ def test_assign_only_commits_with_the_consumer_protocol(bootstrap: str) -> None:
         assert _commit(c, topic, 6) == [None]
     finally:
         c.close()
+
+
+def test_offset_fetch_checks_the_member_of_a_consumer_group(bootstrap: str) -> None:
+    """OffsetFetch v9+ in a KIP-848 group: the member's own id and epoch, or a null id with a negative epoch
+    (admin tools); an unknown (or empty) id is UNKNOWN_MEMBER_ID, a wrong epoch STALE_MEMBER_EPOCH."""
+    topic = create_topic(bootstrap, unique("k848-of"))
+    group = unique("g-of")
+    F = api(ApiKey.OffsetFetch).request
+    H = api(ApiKey.ConsumerGroupHeartbeat).request
+    with Wire(bootstrap, timeout=30) as wire:
+        wire.call(ApiKey.FindCoordinator, 4, key_type=0, coordinator_keys=[group])
+        join = H(group_id=group, member_id="member-of-test-000001", member_epoch=0, instance_id=None, rack_id=None,
+                 rebalance_timeout_ms=30_000, subscribed_topic_names=[topic], subscribed_topic_regex=None,
+                 server_assignor=None, topic_partitions=[])  # fmt: skip
+
+        def joined() -> Any:  # Kafka answers NOT_COORDINATOR while it loads a new __consumer_offsets
+            hb = wire.call(ApiKey.ConsumerGroupHeartbeat, 1, join)
+            assert hb.error_code == 0, hb
+            return hb
+
+        hb = eventually(joined, timeout=30)
+
+        def fetch(member_id: str | None, epoch: int) -> int:
+            resp = wire.call(ApiKey.OffsetFetch, 9, F(require_stable=False, groups=[F.OffsetFetchRequestGroup(
+                group_id=group, member_id=member_id, member_epoch=epoch, topics=None)]))  # fmt: skip
+            return int(resp.groups[0].error_code)
+
+        assert fetch(None, -1) == 0
+        assert fetch("member-of-test-000001", hb.member_epoch) == 0
+        assert fetch("member-of-test-000001", hb.member_epoch + 5) == 113  # STALE_MEMBER_EPOCH
+        assert fetch("someone-else", hb.member_epoch) == 25  # UNKNOWN_MEMBER_ID
+        assert fetch("", -1) == 25
+        wire.call(ApiKey.ConsumerGroupHeartbeat, 1, H(
+            group_id=group, member_id="member-of-test-000001", member_epoch=-1, instance_id=None, rack_id=None,
+            rebalance_timeout_ms=-1, subscribed_topic_names=None, subscribed_topic_regex=None,
+            server_assignor=None, topic_partitions=None))  # fmt: skip

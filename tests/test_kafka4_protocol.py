@@ -153,7 +153,8 @@ def test_a_fetch_session_by_id_outlives_its_topic(bootstrap: str) -> None:
             resp = _session_fetch(wire, 17, full.session_id, next(epochs))
             assert resp.error_code == 0, resp
             codes = [p.error_code for t in resp.responses for p in t.partitions]
-            return codes if codes and codes != [0] else None
+            assert codes and codes != [0], codes
+            return codes
 
         assert eventually(gone, timeout=30) == [UNKNOWN_TOPIC_OR_PARTITION]
         [t] = _session_fetch(wire, 17, 0, 0, tid).responses
@@ -290,9 +291,11 @@ def test_consumer_offsets_is_listed_internal_and_closed_to_produce(bootstrap: st
     admin = AdminClient({"bootstrap.servers": bootstrap})
 
     def listed() -> Any:
-        return admin.list_topics(timeout=10).topics.get("__consumer_offsets")
+        found = admin.list_topics(timeout=10).topics.get("__consumer_offsets")
+        assert found is not None
+        return found
 
-    assert eventually(listed, timeout=30) is not None
+    eventually(listed, timeout=30)
     with Wire(bootstrap, timeout=30) as wire:
         resp = wire.call(ApiKey.Metadata, 12, topics=None, allow_auto_topic_creation=False,
                          include_topic_authorized_operations=False)  # fmt: skip

@@ -436,9 +436,9 @@ def test_a_share_group_id_is_no_other_kind_of_group(bootstrap: str) -> None:
         c.close()
     with Wire(bootstrap, timeout=30) as wire:
 
-        def empty() -> Any:
+        def empty() -> None:
             listed = wire.call(ApiKey.ListGroups, 5, states_filter=[], types_filter=["share"]).groups
-            return [g.group_state for g in listed if g.group_id == group] == ["Empty"] or None
+            assert [g.group_state for g in listed if g.group_id == group] == ["Empty"]
 
         eventually(empty, timeout=30)
         assert [r.error_code for r in wire.call(ApiKey.DeleteGroups, 2, groups_names=[group]).results] == [0]

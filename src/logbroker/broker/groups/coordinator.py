@@ -366,6 +366,20 @@ class Coordinator:
             return E.GROUP_ID_NOT_FOUND  # a share group's progress is its share-partition state
         return offsets.check_commit(self._groups.get(group_id), member_id, generation, instance_id, version)
 
+    def check_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> E:
+        """OffsetFetch v9+'s member check (Kafka's ConsumerGroup.validateOffsetFetch): none for a classic
+        group, nor for a request with a null member id and a negative epoch (admin tools); otherwise the
+        member must exist (an empty id too) with exactly this epoch."""
+        g = self._groups.get(group_id)
+        if not isinstance(g, ConsumerGroup) or (member_id is None and member_epoch < 0):
+            return E.NONE
+        m = g.members.get(member_id or "")
+        if m is None:
+            return E.UNKNOWN_MEMBER_ID
+        if member_epoch != m.epoch:
+            return E.ILLEGAL_GENERATION if m.classic is not None else E.STALE_MEMBER_EPOCH
+        return E.NONE
+
     async def commit(self, group_id: str, committed: dict[TopicPartition, Committed]) -> None:
         """Store offsets (creating a memberless "simple" classic group if need be); returns once durable."""
         g = self._groups.get(group_id)

@@ -5,6 +5,8 @@ pending answers UNSTABLE_OFFSET_COMMIT with offset -1, per partition in every ve
 OffsetMetadataManager.fetchOffsets/fetchAllOffsets): the consumer retries rather than start from the offset
 the transaction is about to replace. A fetch of all partitions lists only committed ones, as in Kafka.
 v10 names topics by id: an unknown id is UNKNOWN_TOPIC_ID on each partition asked for, its id echoed.
+v9+ carry the member id and epoch: in a KIP-848 group they must be the member's (UNKNOWN_MEMBER_ID,
+STALE_MEMBER_EPOCH) unless the id is null and the epoch negative.
 
 With an authorizer (Kafka's KafkaApis): a group needs DESCRIBE (else GROUP_AUTHORIZATION_FAILED for the
 group, with no topics); a named topic without DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED per partition
@@ -96,6 +98,10 @@ def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
                 asked = [t for t in asked if t.name]
                 ids = {t.name: t.topic_id for t in asked}
             group_err, found = _group(ctx, req, g.group_id, asked, stable)
+            if req.version >= 9 and group_err == 0:
+                member_err = ctx.groups.check_fetch(g.group_id, g.member_id, g.member_epoch)
+                if member_err:
+                    group_err, found, unknown = int(member_err), [], []
             if by_id and group_err == 0:
                 # An unknown id: UNKNOWN_TOPIC_ID on each partition, the id echoed (Kafka answers them last).
                 missing = int(E.UNKNOWN_TOPIC_ID)
