@@ -516,6 +516,7 @@ class BrokerContext:
         for i in range(meta.partitions):
             self._wake((meta.name, i))
         self.groups.forget_topic(meta.name)
+        self.share.forget_topic(meta.topic_id)
         log.info("topic %s deleted (%d partitions, id %s)", for_log(meta.name), meta.partitions, meta.topic_id)
         return meta
 

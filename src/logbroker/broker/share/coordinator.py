@@ -181,6 +181,9 @@ class ShareCoordinator:
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self._released: list[asyncio.Future[None]] = []  # long polls waiting for records to come back
         self._sweeper: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[None]] = set()
+        self._ids: dict[str, str] = {}
+        self._ids_of: object = None
         for key, value in store.load().items():
             if key and key[0] == "s" and len(key) == 4:
                 self.partitions[(str(key[1]), str(key[2]), int(key[3]))] = SharePartition.restore(value)
@@ -448,13 +451,30 @@ class ShareCoordinator:
         log.info("share group %s: deleted (%d share-partitions)", group_id, len(keys))
         return E.NONE
 
+    def forget_topic(self, topic_id: str) -> None:
+        """A deleted topic takes its share-partition state with it (written in the background: a restart
+        before that only brings back state no fetch can reach, the id being gone)."""
+        keys = [k for k in self.partitions if k[1] == topic_id]
+        for k in keys:
+            del self.partitions[k]
+        if keys:
+            tombstones = self.store.append([(("s", *k), None) for k in keys])
+            task = asyncio.get_running_loop().create_task(self._persist(tombstones))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
     # ------------------------------------------------------------------ describe
 
     def describe(self, group_id: str) -> ShareGroup | None:
         return self.groups.get(group_id)
 
     def topic_ids(self) -> Mapping[str, str]:
-        return {tid: name for name, (tid, _n) in self._topic_table().items()}
+        """Topic id -> name, rebuilt only when the topic table is (it is replaced on every topic change)."""
+        table = self._topic_table()
+        if self._ids_of is not table:
+            self._ids = {tid: name for name, (tid, _n) in table.items()}
+            self._ids_of = table
+        return self._ids
 
 
 def new_member_id() -> str:
