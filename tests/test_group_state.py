@@ -514,7 +514,12 @@ async def test_a_group_id_is_one_kind_at_a_time(tmp_path: Path) -> None:
         coord.leave("g", [(a.member_id, None)])
         r = await coord.consumer_heartbeat(hb(topics=["t"]), "c", "/h")  # empty now: it becomes KIP-848
         assert r.error == E.NONE and kip848(coord).offsets == {("t", 0): Committed(5, -1, None, 1)}
-        assert (await coord.join(join_req())).error == E.INCONSISTENT_GROUP_PROTOCOL
+        # A classic member may join a live consumer group (KIP-848 migration), but only with a consumer-protocol
+        # subscription it can read: this one's metadata is none.
+        first = await coord.join(join_req())
+        assert first.error == E.MEMBER_ID_REQUIRED
+        assert (await coord.join(join_req(first.member_id))).error == E.INCONSISTENT_GROUP_PROTOCOL
+        # The consumer-protocol member speaks no classic API.
         assert coord.heartbeat("g", r.member_id or "", 1, None) == E.UNKNOWN_MEMBER_ID
         assert (await coord.sync("g", r.member_id or "", 1, None, None, None, {})).error == E.UNKNOWN_MEMBER_ID
 
