@@ -34,6 +34,7 @@ API = api(ApiKey.ShareFetch)
 R = API.response
 TR = R.ShareFetchableTopicResponse
 PD = TR.PartitionData
+READ_BYTES = 8 << 20
 
 
 def _error(ctx: BrokerContext, code: E, message: str | None) -> R:
@@ -135,8 +136,8 @@ async def _acquire(ctx: BrokerContext, req: Request, partitions: list[tuple[str,
             limit = plog.last_stable_offset if cfg.read_committed else plog.next_offset
             if start is None or start >= limit:
                 continue
-            try:
-                data = bytes(plog.read(start, max(max_bytes - used, 1), first_whole=True))
+            try:  # whole batches, at most READ_BYTES at a time (MaxBytes is often tens of MB)
+                data = bytes(plog.read(start, max(min(max_bytes - used, READ_BYTES), 1), first_whole=True))
             except OffsetOutOfRange:
                 continue
             headers = list(iter_headers(data))

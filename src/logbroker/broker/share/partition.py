@@ -53,6 +53,8 @@ class SharePartition:
         self.end = start
         self.state_epoch = state_epoch
         self.slots: dict[int, Slot] = {}  # offset -> slot, for every offset in [start, end)
+        # No lock expires before this (a lower bound: the sweep looks at the slots only once it has passed).
+        self.next_expiry = float("inf")
 
     # ------------------------------------------------------------------ persistence
 
@@ -129,6 +131,7 @@ class SharePartition:
                     s.state = ARCHIVED
                     continue
                 s.state, s.count, s.owner, s.deadline = ACQUIRED, s.count + 1, member, now + lock_s
+                self.next_expiry = min(self.next_expiry, s.deadline)
                 taken += 1
                 if got and got[-1][1] == off - 1 and got[-1][2] == s.count:
                     got[-1] = (got[-1][0], off, s.count)
@@ -185,12 +188,18 @@ class SharePartition:
 
     def expire(self, now: float, delivery_limit: int) -> bool:
         """Release the records whose lock has expired (they count as delivered). True when any did."""
+        if now < self.next_expiry:
+            return False
         changed = False
+        self.next_expiry = float("inf")
         for off in range(self.start, self.end):
             s = self.slots[off]
-            if s.state == ACQUIRED and s.deadline <= now:
-                self._release(s, delivery_limit)
-                changed = True
+            if s.state == ACQUIRED:
+                if s.deadline <= now:
+                    self._release(s, delivery_limit)
+                    changed = True
+                else:
+                    self.next_expiry = min(self.next_expiry, s.deadline)
         if changed:
             self._advance()
         return changed
