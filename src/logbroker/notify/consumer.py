@@ -61,6 +61,35 @@ def ensure_topics(transport: Transport, topics: Iterable[str], partitions: int =
         raise notify_error(exc) from None
 
 
+def collect(
+    source: Any, batch_size: int, batch_timeout: float | None, timeout: float | None, poll_with_some: bool = True
+) -> list[Incoming]:
+    """A batch for `fetch`, from `source._pending`, refilled by `source._fill(seconds)`: returns when the
+    batch is full, `batch_timeout` after its first notification, or after `timeout` (default
+    kafka_consumer_timeout) with nothing. `poll_with_some=False`: no poll once the batch has a notification
+    (a share consumer must settle what it handed out before polling again)."""
+    out: list[Incoming] = []
+    options = source.options
+    wait = options.kafka_consumer_timeout if timeout is None else timeout
+    deadline = time.monotonic() + wait
+    batch_deadline: float | None = None
+    while True:
+        while source._pending and len(out) < batch_size:
+            out.append(source._pending.popleft())
+        if len(out) >= batch_size or source._stopped or (out and not batch_timeout):
+            break
+        if out and not poll_with_some:
+            break
+        now = time.monotonic()
+        if out and batch_deadline is None:
+            batch_deadline = now + (batch_timeout or 0.0)
+        left = (batch_deadline if batch_deadline is not None else deadline) - now
+        if left <= 0:
+            break
+        source._fill(min(left, options.kafka_consumer_timeout))
+    return out
+
+
 class NotificationConsumer:
     """Subscribes a consumer group to Kafka topics and hands out decoded notifications."""
 
@@ -223,23 +252,7 @@ class NotificationConsumer:
         with self._lock:
             if self._consumer is None:
                 return []
-            out: list[Incoming] = []
-            wait = self.options.kafka_consumer_timeout if timeout is None else timeout
-            deadline = time.monotonic() + wait
-            batch_deadline: float | None = None
-            while True:
-                while self._pending and len(out) < batch_size:
-                    out.append(self._pending.popleft())
-                if len(out) >= batch_size or self._stopped or (out and not batch_timeout):
-                    break
-                now = time.monotonic()
-                if out and batch_deadline is None:
-                    batch_deadline = now + (batch_timeout or 0.0)
-                left = (batch_deadline if batch_deadline is not None else deadline) - now
-                if left <= 0:
-                    break
-                self._fill(min(left, self.options.kafka_consumer_timeout))
-            return out
+            return collect(self, batch_size, batch_timeout, timeout)
 
     # -- acknowledgements (at-least-once)
 

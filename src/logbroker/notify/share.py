@@ -25,7 +25,7 @@ from typing import Any
 from confluent_kafka import AcknowledgeType, KafkaException, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-from logbroker.notify.consumer import AT_LEAST_ONCE, AT_MOST_ONCE, Incoming, ensure_topics
+from logbroker.notify.consumer import AT_LEAST_ONCE, AT_MOST_ONCE, Incoming, collect, ensure_topics
 from logbroker.notify.notifier import decode
 from logbroker.notify.transport import KafkaOptions, NotifyError, Transport
 
@@ -144,25 +144,7 @@ class ShareNotificationConsumer:
         with self._lock:
             if self._consumer is None:
                 return []
-            out: list[Incoming] = []
-            wait = self.options.kafka_consumer_timeout if timeout is None else timeout
-            deadline = time.monotonic() + wait
-            batch_deadline: float | None = None
-            while True:
-                while self._pending and len(out) < batch_size:
-                    out.append(self._pending.popleft())
-                if len(out) >= batch_size or self._stopped or (out and not batch_timeout):
-                    break
-                if out and self.delivery == AT_LEAST_ONCE:
-                    break  # what is out must be acknowledged before the next poll
-                now = time.monotonic()
-                if out and batch_deadline is None:
-                    batch_deadline = now + (batch_timeout or 0.0)
-                left = (batch_deadline if batch_deadline is not None else deadline) - now
-                if left <= 0:
-                    break
-                self._fill(min(left, self.options.kafka_consumer_timeout))
-            return out
+            return collect(self, batch_size, batch_timeout, timeout, poll_with_some=self.delivery != AT_LEAST_ONCE)
 
     def _settle(self, items: list[Incoming], kind: Any) -> None:
         if self.delivery != AT_LEAST_ONCE or not items:

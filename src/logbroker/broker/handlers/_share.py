@@ -6,19 +6,46 @@ from __future__ import annotations
 from typing import Any
 
 from logbroker.protocol import ErrorCode as E
+from logbroker.protocol import Request
 
+from ..auth.acls import AclOperation, ResourceType
+from ..context import BrokerContext
 from ..share.coordinator import MAX_MEMBER_ID
 from ..share.partition import RENEW
 
 Ack = tuple[str, int, list[Any]]  # (topic id, partition, its acknowledgement batches)
+AckErrors = dict[tuple[str, int], tuple[int, str | None]]  # (topic id, partition) -> (code, message)
 
 
-def request_error(group_id: str | None, member_id: str | None) -> tuple[E, str] | None:
-    if not group_id:
+def refusal(ctx: BrokerContext, req: Request) -> tuple[E, str | None] | None:
+    """Why the whole request is refused (Kafka's order: group id, member id, READ on the group), or None."""
+    b = req.body
+    if not b.group_id:
         return E.INVALID_REQUEST, "Invalid group id"
-    if not member_id or len(member_id) > MAX_MEMBER_ID:
+    if not b.member_id or len(b.member_id) > MAX_MEMBER_ID:
         return E.INVALID_REQUEST, "Invalid member id"
+    if not ctx.authorize(req, AclOperation.READ, ResourceType.GROUP, b.group_id):
+        return E.GROUP_AUTHORIZATION_FAILED, None
     return None
+
+
+def error_response(ctx: BrokerContext, req: Request, code: E, message: str | None) -> Any:
+    """The answer to a refused request: the error, no topics."""
+    ctx.metrics.errors(req.spec.key, [code])
+    return req.spec.api.response(throttle_time_ms=0, error_code=int(code), error_message=message,
+                                 acquisition_lock_timeout_ms=0, responses=[], node_endpoints=[])  # fmt: skip
+
+
+def readable_acks(ctx: BrokerContext, req: Request, acks: list[Ack], errors: AckErrors) -> list[Ack]:
+    """The acknowledgements of topics the principal may READ; the others get TOPIC_AUTHORIZATION_FAILED."""
+    if ctx.authorizer is None or not acks:
+        return acks
+    names = ctx.share.topic_ids()
+    readable = ctx.authorize_names(req, AclOperation.READ, ResourceType.TOPIC, {names.get(t, "") for t, _, _ in acks})
+    for tid, index, _b in acks:
+        if names.get(tid, "") not in readable:
+            errors[(tid, index)] = (int(E.TOPIC_AUTHORIZATION_FAILED), None)
+    return [a for a in acks if (a[0], a[1]) not in errors]
 
 
 def batches_error(batches: list[Any], version: int) -> str | None:

@@ -14,11 +14,10 @@ from typing import Any
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
 
-from ..auth.acls import AclOperation, ResourceType
 from ..context import BrokerContext
 from ..dispatch import handles
 from ..share import ShareError
-from ._share import read_acks, request_error
+from ._share import AckErrors, error_response, read_acks, readable_acks, refusal
 
 API = api(ApiKey.ShareAcknowledge)
 R = API.response
@@ -26,38 +25,22 @@ TR = R.ShareAcknowledgeTopicResponse
 PD = TR.PartitionData
 
 
-def _error(ctx: BrokerContext, code: E, message: str | None) -> R:
-    ctx.metrics.errors(ApiKey.ShareAcknowledge, [code])
-    return R(throttle_time_ms=0, error_code=int(code), error_message=message, acquisition_lock_timeout_ms=0,
-             responses=[], node_endpoints=[])  # fmt: skip
-
-
 @handles(ApiKey.ShareAcknowledge, 1, 2)
 async def handle(ctx: BrokerContext, req: Request) -> R:
     b = req.body
     share = ctx.share
-    refused = request_error(b.group_id, b.member_id)
-    if refused is not None:
-        return _error(ctx, *refused)
-    if not ctx.authorize(req, AclOperation.READ, ResourceType.GROUP, b.group_id):
-        return _error(ctx, E.GROUP_AUTHORIZATION_FAILED, None)
+    if (refused := refusal(ctx, req)) is not None:
+        return error_response(ctx, req, *refused)
     epoch = b.share_session_epoch
     if epoch == 0:
-        return _error(ctx, E.INVALID_SHARE_SESSION_EPOCH, "A share session is opened by a ShareFetch")
+        return error_response(ctx, req, E.INVALID_SHARE_SESSION_EPOCH, "A share session is opened by a ShareFetch")
     try:
         share.session(b.group_id, b.member_id, epoch, [], [])
     except ShareError as exc:
-        return _error(ctx, exc.error, exc.message)
+        return error_response(ctx, req, exc.error, exc.message)
     acks, bad = read_acks(b.topics, req.version)
-    errors: dict[tuple[str, int], tuple[int, str | None]] = {k: (int(E.INVALID_REQUEST), why) for k, why in bad.items()}
-    if ctx.authorizer is not None:
-        names = ctx.share.topic_ids()
-        wanted = {names.get(tid, "") for tid, _i, _b in acks}
-        readable = ctx.authorize_names(req, AclOperation.READ, ResourceType.TOPIC, wanted)
-        for tid, index, _b in acks:
-            if names.get(tid, "") not in readable:
-                errors[(tid, index)] = (int(E.TOPIC_AUTHORIZATION_FAILED), None)
-        acks = [a for a in acks if (a[0], a[1]) not in errors]
+    errors: AckErrors = {k: (int(E.INVALID_REQUEST), why) for k, why in bad.items()}
+    acks = readable_acks(ctx, req, acks, errors)
     for key, (code, message) in (await share.acknowledge(b.group_id, b.member_id, acks)).items():
         errors[key] = (int(code), message)
     if epoch == -1:

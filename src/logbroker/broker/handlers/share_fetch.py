@@ -28,19 +28,13 @@ from ..auth.acls import AclOperation, ResourceType
 from ..context import BrokerContext
 from ..dispatch import handles
 from ..share import ShareError
-from ._share import read_acks, request_error
+from ._share import AckErrors, error_response, read_acks, readable_acks, refusal
 
 API = api(ApiKey.ShareFetch)
 R = API.response
 TR = R.ShareFetchableTopicResponse
 PD = TR.PartitionData
 READ_BYTES = 8 << 20
-
-
-def _error(ctx: BrokerContext, code: E, message: str | None) -> R:
-    ctx.metrics.errors(ApiKey.ShareFetch, [code])
-    return R(throttle_time_ms=0, error_code=int(code), error_message=message, acquisition_lock_timeout_ms=0,
-             responses=[], node_endpoints=[])  # fmt: skip
 
 
 def _pd(ctx: BrokerContext, index: int, error: int = 0, message: str | None = None) -> Any:
@@ -53,31 +47,28 @@ def _pd(ctx: BrokerContext, index: int, error: int = 0, message: str | None = No
 async def handle(ctx: BrokerContext, req: Request) -> R:
     b = req.body
     share = ctx.share
-    refused = request_error(b.group_id, b.member_id)
-    if refused is not None:
-        return _error(ctx, *refused)
-    if not ctx.authorize(req, AclOperation.READ, ResourceType.GROUP, b.group_id):
-        return _error(ctx, E.GROUP_AUTHORIZATION_FAILED, None)
+    if (refused := refusal(ctx, req)) is not None:
+        return error_response(ctx, req, *refused)
     epoch = b.share_session_epoch
     acks, bad = read_acks(b.topics, req.version)
     if epoch == 0 and (acks or bad):
-        return _error(ctx, E.INVALID_REQUEST, "Acknowledge data present on initial fetch request")
+        return error_response(ctx, req, E.INVALID_REQUEST, "Acknowledge data present on initial fetch request")
     wanted = [(str(t.topic_id), p.partition_index) for t in b.topics for p in t.partitions]
     if epoch == -1 and any(not (p.acknowledgement_batches or ()) for t in b.topics for p in t.partitions):
-        return _error(ctx, E.INVALID_REQUEST, "The final share fetch request may not fetch partitions")
+        return error_response(ctx, req, E.INVALID_REQUEST, "The final share fetch request may not fetch partitions")
     forgotten = [(str(t.topic_id), p) for t in (b.forgotten_topics_data or ()) for p in t.partitions]
     try:
         session = share.session(b.group_id, b.member_id, epoch, wanted, forgotten)
     except ShareError as exc:
-        return _error(ctx, exc.error, exc.message)
-    ack_errors = await share.acknowledge(b.group_id, b.member_id, acks) if acks else {}
+        return error_response(ctx, req, exc.error, exc.message)
+    errors: AckErrors = {k: (int(E.INVALID_REQUEST), why) for k, why in bad.items()}
+    acks = readable_acks(ctx, req, acks, errors)
+    for key, (code, message) in (await share.acknowledge(b.group_id, b.member_id, acks) if acks else {}).items():
+        errors[key] = (int(code), message)
     results: dict[tuple[str, int], Any] = {}
-    for key, why in bad.items():
+    for key, (code, message) in errors.items():
         pd = results[key] = _pd(ctx, key[1])
-        pd.acknowledge_error_code, pd.acknowledge_error_message = int(E.INVALID_REQUEST), why
-    for key, (code, message) in ack_errors.items():
-        pd = results[key] = _pd(ctx, key[1])
-        pd.acknowledge_error_code, pd.acknowledge_error_message = int(code), message
+        pd.acknowledge_error_code, pd.acknowledge_error_message = code, message
     for tid, index, _batches in acks:
         results.setdefault((tid, index), _pd(ctx, index))
     if epoch == -1:
