@@ -444,3 +444,103 @@ def test_a_share_group_id_is_no_other_kind_of_group(bootstrap: str) -> None:
         assert [r.error_code for r in wire.call(ApiKey.DeleteGroups, 2, groups_names=[group]).results] == [0]
         listed = wire.call(ApiKey.ListGroups, 5, states_filter=[], types_filter=["share"]).groups
         assert group not in [g.group_id for g in listed]
+
+
+def test_start_offsets_are_described_reset_and_deleted(bootstrap: str) -> None:
+    """Describe/Alter/DeleteShareGroupOffsets (`kafka-share-groups --describe --offsets / --reset-offsets /
+    --delete-offsets`): the lag left after some records were accepted, a reset refused while the group
+    has members and applied once it is empty, then the state deleted."""
+    from logbroker.protocol import ApiKey, api
+    from support import Wire
+
+    D = api(ApiKey.DescribeShareGroupOffsets).request
+    A = api(ApiKey.AlterShareGroupOffsets).request
+    X = api(ApiKey.DeleteShareGroupOffsets).request
+    topic = create_topic(bootstrap, unique("sh-offsets"))
+    group = unique("sg")
+    assert set_group_configs(bootstrap, group, share_auto_offset_reset="earliest") == [(0, None)]
+    produce(bootstrap, topic, [b"o%d" % i for i in range(10)])
+
+    def describe(wire: Wire) -> list[tuple[int, int]]:  # (partition, lag) of the group's topic
+        resp = wire.call(ApiKey.DescribeShareGroupOffsets, 1, D(groups=[D.DescribeShareGroupOffsetsRequestGroup(
+            group_id=group, topics=None)]))  # fmt: skip
+        [g] = resp.groups
+        assert g.error_code == 0, g
+        return [(p.partition_index, p.lag) for t in g.topics if t.topic_name == topic for p in t.partitions]
+
+    def alter(wire: Wire, offset: int) -> Any:
+        part = A.AlterShareGroupOffsetsRequestTopic.AlterShareGroupOffsetsRequestPartition(
+            partition_index=0, start_offset=offset)  # fmt: skip
+        return wire.call(ApiKey.AlterShareGroupOffsets, 0, A(group_id=group, topics=[
+            A.AlterShareGroupOffsetsRequestTopic(topic_name=topic, partitions=[part])]))  # fmt: skip
+
+    c = consumer(bootstrap, group, topic, explicit=True)
+    try:
+        accepted: list[bytes] = []
+
+        def ack(_c: Any, m: Any) -> Any:
+            if len(accepted) < 4:
+                accepted.append(m.value())
+                return AcknowledgeType.ACCEPT
+            return AcknowledgeType.RELEASE
+
+        drain([c], 10, ack=ack, timeout=30)
+        with Wire(bootstrap, timeout=30) as wire:
+            assert describe(wire) == [(0, 6)]
+            refused = alter(wire, 0)
+            assert (refused.error_code, refused.error_message) == (68, "The group is not empty.")
+    finally:
+        c.close()
+    with Wire(bootstrap, timeout=30) as wire:
+
+        def reset() -> None:  # the group empties once the member's leave is through
+            done = alter(wire, 2)
+            assert done.error_code == 0, done
+            assert [(p.partition_index, p.error_code) for t in done.responses for p in t.partitions] == [(0, 0)]
+
+        eventually(reset, timeout=30)
+        assert describe(wire) == [(0, 8)]
+        deleted = wire.call(ApiKey.DeleteShareGroupOffsets, 0, X(group_id=group, topics=[
+            X.DeleteShareGroupOffsetsRequestTopic(topic_name=topic)]))  # fmt: skip
+        assert (deleted.error_code, [(t.topic_name, t.error_code) for t in deleted.responses]) == (0, [(topic, 0)])
+        assert describe(wire) == []
+        missing = wire.call(ApiKey.DeleteShareGroupOffsets, 0, X(group_id=unique("nosuch"), topics=[]))
+        assert missing.error_code == 69
+
+
+def test_kafka_share_groups_lists_describes_resets_and_deletes(bootstrap: str) -> None:
+    """Kafka's own operator tool, `kafka-share-groups` (4.3), against the group."""
+    from support import kafka_tool
+
+    topic = create_topic(bootstrap, unique("sh-tool"))
+    group = unique("sg")
+    assert set_group_configs(bootstrap, group, share_auto_offset_reset="earliest") == [(0, None)]
+    produce(bootstrap, topic, [b"t%d" % i for i in range(10)])
+    c = consumer(bootstrap, group, topic, explicit=True)
+
+    def rows(*args: str) -> list[list[str]]:
+        out = kafka_tool("kafka-share-groups", bootstrap, *args)
+        assert out.returncode == 0, out.output
+        return [ln.split() for ln in out.stdout.splitlines() if ln.startswith(group)]
+
+    try:
+        drain([c], 10, ack=lambda _c, m: AcknowledgeType.ACCEPT if int(m.value()[1:]) < 4 else AcknowledgeType.RELEASE,
+              timeout=30)  # fmt: skip
+        listed = kafka_tool("kafka-share-groups", bootstrap, "--list").stdout.splitlines()
+        assert group in [ln.strip() for ln in listed]
+        [offsets] = rows("--describe", "--group", group)
+        assert (offsets[1], offsets[2], offsets[-1]) == (topic, "0", "6")  # topic, partition, lag
+        [member] = rows("--describe", "--group", group, "--members")
+        assert member[-1] == f"{topic}:0"
+        [state] = rows("--describe", "--group", group, "--state")
+        assert state[-2:] == ["Stable", "1"]
+    finally:
+        c.close()
+
+    def reset() -> None:
+        assert rows("--reset-offsets", "--group", group, "--topic", topic, "--to-earliest", "--execute") == [
+            [group, topic, "0", "0"]]  # fmt: skip
+
+    eventually(reset, timeout=30)
+    out = kafka_tool("kafka-share-groups", bootstrap, "--delete", "--group", group)
+    assert out.returncode == 0 and "was successful" in out.stdout, out.output

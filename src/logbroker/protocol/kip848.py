@@ -54,3 +54,27 @@ class ShareAcknowledgeRequest(ApiMessage, load_json=schemas):
 
 class ShareAcknowledgeResponse(ApiMessage, load_json=schemas):
     pass
+
+
+class DescribeShareGroupOffsetsRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class DescribeShareGroupOffsetsResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+class AlterShareGroupOffsetsRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class AlterShareGroupOffsetsResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+class DeleteShareGroupOffsetsRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class DeleteShareGroupOffsetsResponse(ApiMessage, load_json=schemas):
+    pass

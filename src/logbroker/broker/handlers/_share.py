@@ -3,6 +3,7 @@ reads them (KafkaApis.validateAcknowledgementBatches)."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from logbroker.protocol import ErrorCode as E
@@ -84,3 +85,20 @@ def read_acks(topics: Any, version: int) -> tuple[list[Ack], dict[tuple[str, int
             else:
                 acks.append((tid, p.partition_index, batches))
     return acks, bad
+
+
+NOT_HOSTED = "This server does not host this topic-partition."
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def offsets_refusal(ctx: BrokerContext, req: Request, operation: AclOperation) -> tuple[E, str | None] | None:
+    """Alter/DeleteShareGroupOffsets' group checks (Kafka 4.4's order and messages), or None."""
+    gid = req.body.group_id
+    if not ctx.authorize(req, operation, ResourceType.GROUP, gid):
+        return E.GROUP_AUTHORIZATION_FAILED, None
+    g = ctx.share.describe(gid)
+    if g is None:
+        return E.GROUP_ID_NOT_FOUND, f"Group {gid} not found."
+    if g.members:
+        return E.NON_EMPTY_GROUP, "The group is not empty."
+    return None

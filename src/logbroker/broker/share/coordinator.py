@@ -34,7 +34,7 @@ from logbroker.storage import PartitionLog
 from logbroker.storage.internal import InternalLog
 
 from ..group_configs import duration_ms
-from .partition import AckRefused, SharePartition
+from .partition import FINISHED, AckRefused, SharePartition
 
 log = logging.getLogger(__name__)
 
@@ -450,6 +450,50 @@ class ShareCoordinator:
             await self._persist(self.store.append([(("s", *k), None) for k in keys]))
         log.info("share group %s: deleted (%d share-partitions)", group_id, len(keys))
         return E.NONE
+
+    def start_offsets(self, group_id: str, topic_id: str, partitions: Iterable[int],
+                      end_offset: Callable[[int], int]) -> list[tuple[int, int, int]]:  # fmt: skip
+        """(partition, start offset, lag) of a group's share-partitions, as DescribeShareGroupOffsets answers:
+        -1 and -1 for one without state; the lag counts what is left to deliver between the start offset and
+        the log end (KIP-1226: records finished inside the window are not lag)."""
+        out = []
+        for p in partitions:
+            sp = self.partitions.get((group_id, topic_id, p))
+            if sp is None:
+                out.append((p, -1, -1))
+                continue
+            done = sum(1 for s in sp.slots.values() if s.state in FINISHED)
+            out.append((p, sp.start, end_offset(p) - sp.start - done))
+        return out
+
+    def partitions_of(self, group_id: str) -> dict[str, list[int]]:
+        """Topic id -> partitions that have share-partition state in the group."""
+        out: dict[str, list[int]] = {}
+        for g, t, p in sorted(self.partitions):
+            if g == group_id:
+                out.setdefault(t, []).append(p)
+        return out
+
+    async def set_start(self, group_id: str, starts: list[tuple[str, int, int]]) -> None:
+        """AlterShareGroupOffsets: each (topic id, partition) starts afresh at its offset (a new state epoch:
+        nothing in flight any more), durably."""
+        keys = []
+        for tid, p, offset in starts:
+            key = (group_id, tid, p)
+            old = self.partitions.get(key)
+            self.partitions[key] = SharePartition(offset, (old.state_epoch + 1) if old is not None else 0)
+            keys.append(key)
+        self.groups.setdefault(group_id, ShareGroup(group_id))
+        await self.save(keys)
+
+    async def delete_topic_state(self, group_id: str, topic_id: str) -> None:
+        """DeleteShareGroupOffsets of one topic: its share-partitions are gone (a later assignment starts them
+        where share.auto.offset.reset says)."""
+        keys = [k for k in self.partitions if k[0] == group_id and k[1] == topic_id]
+        for k in keys:
+            del self.partitions[k]
+        if keys:
+            await self._persist(self.store.append([(("s", *k), None) for k in keys]))
 
     def forget_topic(self, topic_id: str) -> None:
         """A deleted topic takes its share-partition state with it (written in the background: a restart
