@@ -342,6 +342,11 @@ class BrokerContext:
             raise RuntimeError("the broker context is not open")
         return self._logs
 
+    def connection_closed(self, connection_id: int) -> None:
+        """A client connection went away: the share sessions it carried end, releasing their records."""
+        if self._share is not None and not self._stopping:
+            self._share.connection_closed(connection_id)
+
     @property
     def share(self) -> ShareCoordinator:
         if self._share is None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import resource
 import socket
@@ -34,6 +35,9 @@ log = logging.getLogger("logbroker.broker")
 # How often pooled buffers that went unused are let go (`BufferPool.trim`).
 BUFFER_TRIM_INTERVAL_S = 10.0
 _TLS_RECORD = 0x1603  # the first two bytes of a TLS handshake record, read as a frame size's high half
+
+
+_SERIALS = itertools.count(1)  # connection ids, for state that lives as long as a connection
 
 
 @dataclass
@@ -329,6 +333,7 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def __init__(self, broker: Broker, listener: ListenerRuntime | None = None) -> None:
         self.broker = broker
+        self.serial = next(_SERIALS)
         ctx = broker.context
         self.listener = listener or broker.listeners[0]
         self.codec = ServerConnection(
@@ -405,6 +410,7 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
+        self.broker.context.connection_closed(self.serial)
         if self._admitted:
             self._admitted = False
             self.broker.release(self)
@@ -621,6 +627,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         stats = self._metrics.request(req)
         req.client_host = self.host
         req.client_address = self.address
+        req.connection_id = self.serial
         req.principal = self.principal
         req.listener = self.listener.spec.name
         handler = self.broker._handlers.get(req.api_key)

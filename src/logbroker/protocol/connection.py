@@ -52,6 +52,7 @@ class Request:
     principal: str = "User:ANONYMOUS"
     client_address: str = ""
     listener: str = ""
+    connection_id: int = 0  # the broker connection it came on (share sessions end with it)
     response_size_hint: int = 0  # bytes the handler expects its response to take (a fetch's records)
     # The handler's answer holds external record ranges (stored bytes sent from their file, see
     # `fetch_response`): it is encoded as a `SplicedFrame`.

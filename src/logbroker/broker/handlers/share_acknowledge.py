@@ -35,7 +35,7 @@ async def handle(ctx: BrokerContext, req: Request) -> R:
     if epoch == 0:
         return error_response(ctx, req, E.INVALID_SHARE_SESSION_EPOCH, "A share session is opened by a ShareFetch")
     try:
-        share.session(b.group_id, b.member_id, epoch, [], [])
+        share.session(b.group_id, b.member_id, epoch, [], [], req.connection_id)
     except ShareError as exc:
         return error_response(ctx, req, exc.error, exc.message)
     acks, bad = read_acks(b.topics, req.version)

@@ -58,7 +58,7 @@ async def handle(ctx: BrokerContext, req: Request) -> R:
         return error_response(ctx, req, E.INVALID_REQUEST, "The final share fetch request may not fetch partitions")
     forgotten = [(str(t.topic_id), p) for t in (b.forgotten_topics_data or ()) for p in t.partitions]
     try:
-        session = share.session(b.group_id, b.member_id, epoch, wanted, forgotten)
+        session = share.session(b.group_id, b.member_id, epoch, wanted, forgotten, req.connection_id)
     except ShareError as exc:
         return error_response(ctx, req, exc.error, exc.message)
     errors: AckErrors = {k: (int(E.INVALID_REQUEST), why) for k, why in bad.items()}

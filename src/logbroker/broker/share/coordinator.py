@@ -112,6 +112,7 @@ class ShareSession:
     group_id: str
     member_id: str
     epoch: int
+    connection_id: int = 0  # the connection that used it last
     partitions: dict[tuple[str, int], None] = field(default_factory=dict)  # (topic id, partition), in order
 
 
@@ -323,9 +324,12 @@ class ShareCoordinator:
         if g.members:
             await self._reassign(g)
 
-    async def release_member(self, group_id: str, mid: str) -> None:
+    async def release_member(self, group_id: str, mid: str, undo_count: bool = True) -> None:
+        """Release what a member holds: it left or closed its session (`undo_count`: that delivery does not
+        count), or its connection dropped (it does, as on Kafka 4.4: measured)."""
         limit = self.settings(group_id).delivery_count_limit
-        changed = [key for key, sp in self.partitions.items() if key[0] == group_id and sp.release_member(mid, limit)]
+        changed = [key for key, sp in self.partitions.items()
+                   if key[0] == group_id and sp.release_member(mid, limit, undo_count)]  # fmt: skip
         if changed:
             await self.save(changed)
             self.wake_all()
@@ -333,7 +337,7 @@ class ShareCoordinator:
     # ------------------------------------------------------------------ sessions
 
     def session(self, group_id: str, member_id: str, epoch: int, topics: Iterable[tuple[str, int]],
-                forgotten: Iterable[tuple[str, int]]) -> ShareSession:  # fmt: skip
+                forgotten: Iterable[tuple[str, int]], connection_id: int = 0) -> ShareSession:  # fmt: skip
         """The share session a ShareFetch names (Kafka's SharePartitionManager.newContext): epoch 0 opens one
         (replacing any), a positive epoch must be the session's next one, -1 closes it (the caller releases
         and drops it once the acknowledgements are applied)."""
@@ -341,7 +345,7 @@ class ShareCoordinator:
         if epoch == 0:
             if key not in self.sessions and len(self.sessions) >= self.config.max_share_sessions:
                 raise ShareError(E.SHARE_SESSION_LIMIT_REACHED, "The share session cache is full.")
-            s = self.sessions[key] = ShareSession(group_id, member_id, 1)
+            s = self.sessions[key] = ShareSession(group_id, member_id, 1, connection_id)
             s.partitions.update(dict.fromkeys(topics))
             return s
         s = self.sessions.get(key)
@@ -352,6 +356,7 @@ class ShareCoordinator:
         if s.epoch != epoch:
             raise ShareError(E.INVALID_SHARE_SESSION_EPOCH, f"Expected epoch {s.epoch}, got {epoch}.")
         s.epoch = 1 if epoch == 0x7FFFFFFF else epoch + 1
+        s.connection_id = connection_id
         for tp in forgotten:
             s.partitions.pop(tp, None)
         s.partitions.update(dict.fromkeys(topics))
@@ -359,6 +364,17 @@ class ShareCoordinator:
 
     def close_session(self, group_id: str, member_id: str) -> None:
         self.sessions.pop((group_id, member_id), None)
+
+    def connection_closed(self, connection_id: int) -> None:
+        """The sessions last used on a closed connection end, and their members' records go back to the
+        group at once instead of when their locks expire (as Kafka 4.4 does, the delivery counting)."""
+        gone = [s for s in self.sessions.values() if s.connection_id == connection_id]
+        for s in gone:
+            del self.sessions[(s.group_id, s.member_id)]
+            release = self.release_member(s.group_id, s.member_id, undo_count=False)
+            task = asyncio.get_running_loop().create_task(release)
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
 
     # ------------------------------------------------------------------ records
 
