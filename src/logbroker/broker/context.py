@@ -22,7 +22,7 @@ from logbroker.config import BrokerSettings
 from logbroker.protocol import ApiSpec, ErrorCode, Request
 from logbroker.protocol.buffers import POOLED_MIN, BufferPool, anonymous
 from logbroker.storage import LogConfig, LogManager, PartitionLog
-from logbroker.storage.manager import TopicError, TopicMeta, validate_topic_name
+from logbroker.storage.manager import KAFKA_INTERNAL_TOPICS, TopicError, TopicMeta, validate_topic_name
 
 from .auth.acls import (
     AclBinding,
@@ -34,7 +34,6 @@ from .auth.acls import (
     ResourceType,
     parse_super_users,
 )
-from .auth.checks import KAFKA_INTERNAL_TOPICS
 from .auth.users import UserStore
 from .configs import BrokerConfigs
 from .fetch_sessions import FetchSession, FetchSessionCache

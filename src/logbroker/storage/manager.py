@@ -26,6 +26,8 @@ TOPICS_DIR = "__topics"
 LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 PARTITION_DIR = re.compile(r"^([a-zA-Z0-9._-]+)-([0-9]+)$")
 MAX_TOPIC_NAME = 249
+# Kafka's internal topics (Topic.INTERNAL_TOPICS): made by the broker, listed as internal, closed to produces.
+KAFKA_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 class TopicError(Exception):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from logbroker.storage.manager import KAFKA_INTERNAL_TOPICS as _INTERNAL_TOPICS
+
 from .acls import CLUSTER_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:
@@ -43,7 +45,7 @@ SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
 _ALL: dict[ResourceType, frozenset[int]] = {t: frozenset(map(int, ops)) for t, ops in SUPPORTED_OPERATIONS.items()}
 
 # Topics Kafka treats as internal by name (Topic.isInternal): never writable into a transaction by a client.
-KAFKA_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+KAFKA_INTERNAL_TOPICS = _INTERNAL_TOPICS  # re-exported: the handlers' checks name it here
 
 
 def denial_message(req: Request, operation: AclOperation) -> str:
