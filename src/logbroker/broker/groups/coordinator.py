@@ -270,10 +270,7 @@ class Coordinator:
             return E.INVALID_GROUP_ID
         g = self._groups.get(group_id)
         if isinstance(g, ConsumerGroup):
-            err = self.migration.heartbeat(g, member_id, generation)
-            if self.migration.consumer.refresh(g):
-                self._save_soon(g)
-            return err
+            return self.migration.heartbeat(g, member_id, generation)
         if not isinstance(g, ClassicGroup):
             return E.UNKNOWN_MEMBER_ID
         return self.classic.heartbeat(g, member_id, generation, instance_id)
