@@ -37,7 +37,7 @@ from logbroker.protocol.errors import ErrorCode as E
 from logbroker.protocol.kip848 import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
 from logbroker.protocol.messages import encode_request
 from logbroker.testing.process import BrokerProcess
-from support import both_targets, create_topic, kafka_peer, unique
+from support import both_targets, create_topic, eventually, kafka_peer, unique
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -248,7 +248,12 @@ def test_error_messages_too_long_for_kafka(target: Target) -> None:
     too_long = uuid.uuid4().hex + "x" * (MAX - 16 - 32)
     for gid, code, message, state in ((fits, E.GROUP_ID_NOT_FOUND, f"Group {fits} not found.", "Dead"),
                                       (too_long, E.UNKNOWN_SERVER_ERROR, None, "")):  # fmt: skip
-        [dg] = conn_do(t, DescribeGroupsRequest(groups=[gid], include_authorized_operations=False), 6).groups
+        def described(gid: str = gid) -> Any:  # Kafka answers COORDINATOR_LOAD_IN_PROGRESS while it loads
+            [dg] = conn_do(t, DescribeGroupsRequest(groups=[gid], include_authorized_operations=False), 6).groups
+            assert dg.error_code not in (E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE), dg
+            return dg
+
+        dg = eventually(described, timeout=30)
         assert (dg.error_code, dg.error_message, dg.group_state, dg.group_id == gid) == (code, message, state, True)
         cgd = ConsumerGroupDescribeRequest(group_ids=[gid], include_authorized_operations=False)
         [cg] = conn_do(t, cgd, 0).groups
