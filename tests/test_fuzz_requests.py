@@ -222,9 +222,13 @@ def kafka_hangs_on(frame: bytes) -> bool:
     answer, the connection stays open). Nor many a WriteTxnMarkers, an inter-broker API Kafka does not expect
     from clients: its answers are gathered per producer id and partition, and a producer id in two markers,
     a partition named twice, a marker or topic without partitions leave the count it waits for unreached
-    (measured: no answer, the connection stays open), so every WriteTxnMarkers frame is excused. Frames that
-    could be one of these are excused on Kafka only (logbroker is checked on the same frames)."""
+    (measured: no answer, the connection stays open), so every WriteTxnMarkers frame is excused. Nor many a
+    DescribeShareGroupOffsets: one naming a partition its share group has no state for got no answer within
+    30 s (measured), so those frames are excused too. Frames that could be one of these are excused on Kafka
+    only (logbroker is checked on the same frames)."""
     hdr = fuzz.header_of(frame)
+    if hdr is not None and hdr[0] == ApiKey.DescribeShareGroupOffsets:
+        return True
     if hdr is not None and hdr[0] == ApiKey.AlterConfigs:
         return _names_a_resource_twice(frame)
     if hdr is not None and hdr[0] == ApiKey.WriteTxnMarkers:
