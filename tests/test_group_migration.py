@@ -209,3 +209,24 @@ def test_offset_fetch_checks_the_member_of_a_consumer_group(bootstrap: str) -> N
             group_id=group, member_id="member-of-test-000001", member_epoch=-1, instance_id=None, rack_id=None,
             rebalance_timeout_ms=-1, subscribed_topic_names=None, subscribed_topic_regex=None,
             server_assignor=None, topic_partitions=None))  # fmt: skip
+
+
+def test_a_commit_before_the_first_heartbeat_answer_is_refused_then_accepted(bootstrap: str) -> None:
+    """librdkafka with group.protocol=consumer, committing right after subscribe(): the member has no epoch
+    yet, so the commit is refused (measured on both: STALE_MEMBER_EPOCH once the group exists; the group
+    may not exist yet when it arrives); once the member is assigned, the same commit is accepted."""
+    from confluent_kafka import KafkaError
+
+    topic = create_topic(bootstrap, unique("k848-early"))
+    group = unique("g-early")
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})  # fmt: skip
+    try:
+        c.subscribe([topic])
+        early = _commit(c, topic, 2)
+        refused = (KafkaError.STALE_MEMBER_EPOCH, KafkaError.UNKNOWN_MEMBER_ID, KafkaError.GROUP_ID_NOT_FOUND)
+        assert early in ([r] for r in refused) or early in refused, early
+        poll_until([c], lambda: parts(c) == [0])
+        assert _commit(c, topic, 2) == [None]
+    finally:
+        c.close()
