@@ -251,7 +251,7 @@ class BrokerContext:
             offset_for_timestamp=_offset_at,
         )
         self._share.start()
-        self._groups.is_share_group = self._share.group_protocol
+        self._groups.is_share_group = self._share.is_group
         self.flusher.start()
         self._txns.start()
         self.cleaner = LogCleaner(lambda: self._storage, s)
@@ -450,8 +450,9 @@ class BrokerContext:
     def topics(self, include_internal: bool = True) -> Iterable[TopicMeta]:
         return [m for m in self._storage.topics.values() if include_internal or not m.internal]
 
-    def topic_by_id(self, topic_id: uuid.UUID | str) -> TopicMeta | None:
-        return self._storage.topic_by_id(str(topic_id))
+    def topic_by_id(self, topic_id: uuid.UUID | str | None) -> TopicMeta | None:
+        """The topic of an id; None for an unknown one, and for a null or zero id (which names no topic)."""
+        return None if topic_id is None else self._storage.topic_by_id(str(topic_id))
 
     def unavailable(self, topic: str) -> str | None:
         """Why a topic whose data is on disk cannot be served (damaged metadata), or None."""

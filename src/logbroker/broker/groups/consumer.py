@@ -273,11 +273,6 @@ class ConsumerGroups:
     def reconcile(self, g: ConsumerGroup, m: ConsumerMember, now: float) -> bool:
         return self._reconcile(g, m, now)
 
-    def sign_metadata(self, g: ConsumerGroup) -> None:
-        """Note the subscribed topics' partition counts as assigned already (a group converted from classic
-        keeps its members' assignments until something changes)."""
-        self._refresh_target(g)
-
     def _refresh_target(self, g: ConsumerGroup) -> bool:
         topics = self.topics()
         wanted = {t for m in g.members.values() for t in m.subscribed}

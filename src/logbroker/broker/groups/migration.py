@@ -23,7 +23,6 @@ each member's assignment its target) and rebalances, the members learning of it 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 
 from logbroker.protocol.consumer_protocol import (
     assignment_partitions,
@@ -117,7 +116,7 @@ class Migration:
                                 (cm.sync_future, SyncResult(E.REBALANCE_IN_PROGRESS, b""))):  # fmt: skip
                 if fut is not None and not fut.done():
                     fut.set_result(result)  # type: ignore[arg-type]
-        self.consumer.sign_metadata(g)
+        self.consumer.refresh(g)  # notes the topics' partition counts: no bump
         return g
 
     # ------------------------------------------------------------------ downgrade
@@ -269,7 +268,3 @@ def _subscription_version(c: ClassicProtocol) -> int:
         return parse_subscription(c.protocols[0][1]).version if c.protocols else 0
     except ValueError:
         return 0
-
-
-def classic_members(g: ConsumerGroup) -> Mapping[str, ConsumerMember]:
-    return {mid: m for mid, m in g.members.items() if m.classic is not None}

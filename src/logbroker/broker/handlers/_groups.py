@@ -31,7 +31,7 @@ def resolve_topic_ids(ctx: BrokerContext, topics: Any) -> None:
     """OffsetCommit/OffsetFetch v10 name topics by id (KAFKA-14690): each gets its name, "" where the id is
     unknown or zero (Kafka answers those UNKNOWN_TOPIC_ID on every partition, before any other check)."""
     for t in topics or ():
-        meta = ctx.topic_by_id(t.topic_id) if t.topic_id is not None and t.topic_id.int else None
+        meta = ctx.topic_by_id(t.topic_id)
         t.name = meta.name if meta is not None else ""
 
 

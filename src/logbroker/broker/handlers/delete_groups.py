@@ -29,7 +29,7 @@ async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
         names = [gid for gid in names if gid in allowed]
     results = []
     for gid in names:
-        if ctx.share.group_protocol(gid):
+        if ctx.share.is_group(gid):
             err = await ctx.share.delete_group(gid)
         else:
             err = await ctx.groups.delete_group(gid)

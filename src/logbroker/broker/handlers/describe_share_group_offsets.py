@@ -32,7 +32,7 @@ def handle(ctx: BrokerContext, req: Request) -> Any:
             groups.append(DG(group_id=g.group_id, topics=[], error_code=int(E.GROUP_AUTHORIZATION_FAILED),
                              error_message=None))  # fmt: skip
             continue
-        if not share.group_protocol(g.group_id):
+        if not share.is_group(g.group_id):
             groups.append(DG(group_id=g.group_id, topics=[], error_code=0, error_message=None))
             continue
         if g.topics is None:

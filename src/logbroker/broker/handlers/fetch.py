@@ -109,7 +109,7 @@ def _unknown_id(topic_id: uuid.UUID | None) -> str:
 def _resolve_ids(ctx: BrokerContext, body: Any) -> None:
     """Names for the topic ids of a v13+ request (its topics and its forgotten topics)."""
     for t in itertools.chain(body.topics, body.forgotten_topics_data or ()):
-        meta = ctx.topic_by_id(t.topic_id) if t.topic_id is not None and t.topic_id.int else None
+        meta = ctx.topic_by_id(t.topic_id)
         t.topic = meta.name if meta is not None else _unknown_id(t.topic_id)
 
 

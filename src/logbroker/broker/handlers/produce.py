@@ -80,7 +80,7 @@ def _resolve_ids(ctx: BrokerContext, body: Any) -> None:
     """v13+ names topics by id only: each topic gets its name ("" for an unknown or zero id, which Kafka
     answers UNKNOWN_TOPIC_ID per partition before any other check)."""
     for t in body.topic_data:
-        meta = ctx.topic_by_id(t.topic_id) if t.topic_id is not None and t.topic_id.int else None
+        meta = ctx.topic_by_id(t.topic_id)
         t.name = meta.name if meta is not None else ""
 
 

@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -226,7 +225,7 @@ class ShareCoordinator:
 
     # ------------------------------------------------------------------ membership
 
-    def group_protocol(self, group_id: str) -> bool:
+    def is_group(self, group_id: str) -> bool:
         return group_id in self.groups
 
     async def heartbeat(self, body: Any, client_id: str, client_host: str) -> HeartbeatAnswer:
@@ -535,7 +534,3 @@ class ShareCoordinator:
             self._ids = {tid: name for name, (tid, _n) in table.items()}
             self._ids_of = table
         return self._ids
-
-
-def new_member_id() -> str:
-    return str(uuid.uuid4())

@@ -216,19 +216,8 @@ class SharePartition:
         self._advance()
         return True
 
-    def next_deadline(self) -> float | None:
-        deadlines = [s.deadline for s in self.slots.values() if s.state == ACQUIRED]
-        return min(deadlines) if deadlines else None
-
     def held_by(self, member: str) -> Iterator[int]:
         return (off for off, s in self.slots.items() if s.state == ACQUIRED and s.owner == member)
-
-    def counts(self) -> dict[int, int]:
-        """Offsets per state in the window (for describe and tests)."""
-        out: dict[int, int] = {}
-        for s in self.slots.values():
-            out[s.state] = out.get(s.state, 0) + 1
-        return out
 
     @staticmethod
     def _finish(s: Slot, state: int) -> None:
