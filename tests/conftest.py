@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from logbroker.testing.net import PORT_BLOCK_ENV
 from logbroker.testing.process import BrokerProcess
-from support import TEST_TARGET, TEST_TARGETS, missing_tool
+from support import TEST_TARGET, TEST_TARGETS, shared_kafka, stop_shared_kafka
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# Each pytest-xdist worker ("gw0", "gw1", ...) hands out loopback ports from a block of its own, below the kernel's
+# ephemeral range (32768+): workers never pick each other's ports, nor a client connection's source port.
+_worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+_index = int(_worker[2:]) if _worker.startswith("gw") and _worker[2:].isdigit() else 0
+os.environ.setdefault(PORT_BLOCK_ENV, f"{20000 + 1500 * (_index % 8)}-{20000 + 1500 * (_index % 8) + 1499}")
 
 
 @pytest.fixture(scope="session")
@@ -46,11 +55,56 @@ def bootstrap(request: pytest.FixtureRequest) -> Iterator[str]:
     if TEST_TARGET == "logbroker":
         yield request.getfixturevalue("broker").bootstrap
         return
-    from logbroker.testing import peers
+    yield shared_kafka().bootstrap
 
-    if not peers.java_available():
-        missing_tool("java not found (needed for LOGBROKER_TEST_TARGET=kafka)")
-    if not peers.jars_available("kafka"):
-        missing_tool(f"no Kafka jars in {peers.default_jar_dir('kafka')} (run .ci/fetch-jars)")
-    with peers.KafkaPeer() as peer:
-        yield peer.bootstrap
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    stop_shared_kafka()
+
+
+# --------------------------------------------------------------------------------------- order under xdist
+# `.ci/run` spreads whole files over workers (--dist loadfile) in collection order, each worker taking the next
+# file when it finishes one. Files run longest first (the measured seconds in durations.json), so the run does
+# not end waiting on one long file that started last. `--store-durations` rewrites that file from a run.
+DURATIONS_FILE = Path(__file__).with_name("durations.json")
+_DEFAULT_FILE_SECONDS = 20.0  # a file not measured yet: placed among the middling ones
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--store-durations", action="store_true",
+                     help="write each test file's total seconds of this run to tests/durations.json")  # fmt: skip
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    try:
+        seconds: dict[str, float] = json.loads(DURATIONS_FILE.read_text())
+    except (OSError, ValueError):
+        return
+    first_seen: dict[str, int] = {}
+    for i, item in enumerate(items):
+        first_seen.setdefault(item.nodeid.split("::", 1)[0], i)
+
+    def key(pair: tuple[int, pytest.Item]) -> tuple[float, int, int]:
+        i, item = pair
+        file = item.nodeid.split("::", 1)[0]
+        return (-seconds.get(Path(file).name, _DEFAULT_FILE_SECONDS), first_seen[file], i)
+
+    items[:] = [item for _, item in sorted(enumerate(items), key=key)]
+
+
+_file_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # Setup, call and teardown alike: a module's brokers start in its first test's setup.
+    name = Path(report.nodeid.split("::", 1)[0]).name
+    _file_seconds[name] = _file_seconds.get(name, 0.0) + report.duration
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    if not config.getoption("--store-durations") or not _file_seconds:
+        return
+    ordered = dict(sorted(((k, round(v, 1)) for k, v in _file_seconds.items()), key=lambda kv: -kv[1]))
+    DURATIONS_FILE.write_text(json.dumps(ordered, indent=1) + "\n")
+    terminalreporter.write_line(f"durations of {len(ordered)} files written to {DURATIONS_FILE}")

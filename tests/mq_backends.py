@@ -15,6 +15,7 @@ import pytest
 from logbroker.embedded import EmbeddedBroker
 from logbroker.mq import Client, MQConfig
 from logbroker.testing import peers
+from support import shared_kafka
 
 BACKENDS = ("embedded", "kafka", "tansu")
 __all__ = ["make_client", "mq_backend", "mq_embedded_broker", "mq_kafka_peer", "mq_tansu_peer"]
@@ -32,10 +33,7 @@ def mq_embedded_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emb
 
 @pytest.fixture(scope="session")
 def mq_kafka_peer() -> Iterator[peers.KafkaPeer]:
-    if not peers.java_available() or not peers.jars_available("kafka"):
-        pytest.skip("Apache Kafka needs java and the jars from .ci/fetch-jars")
-    with peers.KafkaPeer(server_properties={"group.initial.rebalance.delay.ms": 0}) as peer:
-        yield peer
+    yield shared_kafka()
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ import pytest
 
 from logbroker.embedded import EmbeddedBroker
 from logbroker.testing import peers
+from support import shared_kafka
 
 
 def unique(prefix: str = "st") -> str:
@@ -24,10 +25,7 @@ def streams_embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Embed
 
 @pytest.fixture(scope="session")
 def streams_kafka() -> Iterator[peers.KafkaPeer]:
-    if not peers.java_available() or not peers.jars_available("kafka"):
-        pytest.skip("Apache Kafka needs java and the jars from .ci/fetch-jars")
-    with peers.KafkaPeer(server_properties={"group.initial.rebalance.delay.ms": 0}) as peer:
-        yield peer
+    yield shared_kafka()
 
 
 @pytest.fixture(params=("embedded", "kafka"), scope="module")

@@ -53,15 +53,60 @@ def both_targets() -> tuple[str, ...]:
     return (chosen,)
 
 
-@contextlib.contextmanager
-def kafka_peer(**server_properties: Any) -> Iterator[str]:
-    """Apache Kafka 4 (KRaft) on loopback, first assignment without the 3 s initial-rebalance delay."""
+# The settings of the one Apache Kafka a test process shares (`shared_kafka`): no initial-rebalance delay, and
+# the retention checker and log cleaner on short intervals, so the modules that wait on them need no Kafka of
+# their own. A module asking for other settings starts its own (seconds of JVM start on two cores).
+SHARED_KAFKA_PROPERTIES: dict[str, Any] = {
+    "group.initial.rebalance.delay.ms": 0,
+    "log.retention.check.interval.ms": 200,
+    "log.cleaner.backoff.ms": 200,
+}
+_shared_kafka: Any = None
+
+
+def _require_kafka() -> None:
     from logbroker.testing import peers
 
     if not peers.java_available():
         missing_tool("java not found (Apache Kafka needs a JVM)")
     if not peers.jars_available("kafka"):
         missing_tool(f"no Kafka jars in {peers.default_jar_dir('kafka')} (run .ci/fetch-jars)")
+
+
+def shared_kafka() -> Any:
+    """The Apache Kafka of this test process, started on first use and stopped when the session ends
+    (conftest): Kafka's answers do not depend on which module asks, and tests isolate themselves with unique
+    topic and group names. A KafkaPeer; a dead one is replaced."""
+    global _shared_kafka
+    from logbroker.testing import peers
+
+    _require_kafka()
+    if _shared_kafka is not None and not _shared_kafka.running:
+        _shared_kafka.stop()
+        _shared_kafka = None
+    if _shared_kafka is None:
+        _shared_kafka = peers.KafkaPeer(server_properties=SHARED_KAFKA_PROPERTIES).start()
+    return _shared_kafka
+
+
+def stop_shared_kafka() -> None:
+    global _shared_kafka
+    if _shared_kafka is not None:
+        _shared_kafka.stop()
+        _shared_kafka = None
+
+
+@contextlib.contextmanager
+def kafka_peer(*, own: bool = False, **server_properties: Any) -> Iterator[str]:
+    """Apache Kafka 4 (KRaft) on loopback, first assignment without the 3 s initial-rebalance delay: the
+    shared one when the settings asked for are among its own, else (or when `own`: a caller that may leave
+    it unusable, as fuzzing may) one of the caller's for the block."""
+    from logbroker.testing import peers
+
+    if not own and all(str(SHARED_KAFKA_PROPERTIES.get(k)) == str(v) for k, v in server_properties.items()):
+        yield shared_kafka().bootstrap
+        return
+    _require_kafka()
     with peers.KafkaPeer(server_properties={"group.initial.rebalance.delay.ms": 0, **server_properties}) as peer:
         yield peer.bootstrap
 

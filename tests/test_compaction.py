@@ -172,8 +172,10 @@ def test_compaction_keeps_the_latest_value_of_every_key(quick: str) -> None:
         c.close()
 
 
-def test_kill_9_while_cleaning_loses_nothing_compaction_may_not_drop(tmp_path: Any) -> None:
-    """20 rounds: updates acknowledged, the cleaner busy on small segments, kill -9 at a random moment; after
+# Rounds of the kill -9 loop below: a few in the default tier, the long loop in the slow one (`.ci/run --full`).
+@pytest.mark.parametrize("rounds", [4, pytest.param(20, marks=pytest.mark.slow)])
+def test_kill_9_while_cleaning_loses_nothing_compaction_may_not_drop(tmp_path: Any, rounds: int) -> None:
+    """Rounds of: updates acknowledged, the cleaner busy on small segments, kill -9 at a random moment; after
     each restart every key reads back its latest acknowledged value (logbroker's own: Kafka is not killed)."""
     import random
 
@@ -185,7 +187,7 @@ def test_kill_9_while_cleaning_loses_nothing_compaction_may_not_drop(tmp_path: A
             "cleanup.policy": "compact", "segment.bytes": "4096", "min.cleanable.dirty.ratio": "0.01",
             "delete.retention.ms": "0"})  # fmt: skip
         n = 0
-        for _round in range(20):
+        for _round in range(rounds):
             batch = []
             for _ in range(300):
                 k = b"k%02d" % rng.randrange(60)

@@ -111,7 +111,8 @@ def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
             rc = proc.stop()
             assert rc == 0, f"broker exited with {rc} on SIGTERM:\n{proc.log_tail()}"
         return
-    with kafka_peer() as bootstrap:
+    # Its own Kafka: fuzzed admin requests may leave configs, ACLs or users behind that the shared one must not.
+    with kafka_peer(own=True) as bootstrap:
         fuzz.prepare(bootstrap, names)
         create_topic(bootstrap, Target.witness_topic)
         host, port = bootstrap.rsplit(":", 1)
