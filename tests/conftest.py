@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
+from logbroker.spark.session import SPARK_JAVA_OPTIONS_ENV
 from logbroker.testing.net import PORT_BLOCK_ENV
+from logbroker.testing.peers import PEER_JVM_OPTS_ENV
 from logbroker.testing.process import BrokerProcess
 from support import TEST_TARGET, TEST_TARGETS, shared_kafka, stop_shared_kafka
 
@@ -20,6 +22,10 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # ephemeral range (32768+): workers never pick each other's ports, nor a client connection's source port.
 _worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
 _index = int(_worker[2:]) if _worker.startswith("gw") and _worker[2:].isdigit() else 0
+# The JVMs tests start live seconds to minutes: C1 alone compiles what they run for a fraction of the CPU C2 takes
+# (measured: a Spark test module 68 -> 40 CPU-s, a Kafka start 5.5 -> 3.5), and two cores are all CI has.
+os.environ.setdefault(SPARK_JAVA_OPTIONS_ENV, "-XX:TieredStopAtLevel=1")
+os.environ.setdefault(PEER_JVM_OPTS_ENV, "-XX:TieredStopAtLevel=1")
 os.environ.setdefault(PORT_BLOCK_ENV, f"{20000 + 1500 * (_index % 8)}-{20000 + 1500 * (_index % 8) + 1499}")
 
 
@@ -63,9 +69,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 # --------------------------------------------------------------------------------------- order under xdist
-# `.ci/run` spreads whole files over workers (--dist loadfile) in collection order, each worker taking the next
-# file when it finishes one. Files run longest first (the measured seconds in durations.json), so the run does
-# not end waiting on one long file that started last. `--store-durations` rewrites that file from a run.
+# `.ci/run` spreads whole files over workers (--dist loadfile --no-loadscope-reorder: in collection order, not
+# xdist's most-tests-first), each worker taking the next file when it finishes one. Files run longest first (the
+# measured seconds in durations.json), so the run does not end waiting on one long file that started last.
+# `--store-durations` rewrites that file from a run.
 DURATIONS_FILE = Path(__file__).with_name("durations.json")
 _DEFAULT_FILE_SECONDS = 20.0  # a file not measured yet: placed among the middling ones
 

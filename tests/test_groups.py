@@ -643,8 +643,9 @@ def test_static_member_restart_keeps_assignment_without_rebalance(fleet: Fleet, 
 
 @pytest.mark.parametrize("client", client_params())
 def test_lone_consumer_first_assignment_is_quick(fleet: Fleet, target: Target, client: str) -> None:
-    """With default client settings a lone consumer owns its partition within a second on logbroker
-    (its initial rebalance delay is 100 ms); Kafka's 3 s default delay makes that bound logbroker's alone."""
+    """With default client settings a lone consumer owns its partition well before Kafka's 3 s default initial
+    rebalance delay could pass on logbroker (its delay is 100 ms; measured about 0.3-1.1 s with the client's own
+    start on a busy machine, so the bound is 2 s, not a benchmark); Kafka's delay makes that bound ours alone."""
     bootstrap = target.bootstrap
     topic, group = create_topic(bootstrap, 1), _name("g-lone")
     w = fleet.start(client, topic, group)
@@ -656,7 +657,7 @@ def test_lone_consumer_first_assignment_is_quick(fleet: Fleet, target: Target, c
     print(f"{client} on {target.name}: first assignment {took:.2f}s after subscribe")
     if target.is_kafka:
         return
-    assert took < 1.0, f"{client}: first assignment {took:.2f}s after subscribe\n{fleet.describe()}"
+    assert took < 2.0, f"{client}: first assignment {took:.2f}s after subscribe\n{fleet.describe()}"
 
 
 # ----------------------------------------------------------------------------------------- durability

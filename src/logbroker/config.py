@@ -578,7 +578,9 @@ ENV_PREFIX = "LOGBROKER_"
 OTHER_ENV = frozenset({"LOGBROKER_JARS_DIR", "LOGBROKER_TEST_TARGET", "LOGBROKER_REQUIRE_PEERS",
                        "LOGBROKER_DEMO_TEST_MARK", "LOGBROKER_SASL_PASSWORD", "LOGBROKER_BOOTSTRAP",
                        "LOGBROKER_CERTS_KEY_PASSWORD",
-                       "LOGBROKER_BENCH_CACHE", "LOGBROKER_GO", "LOGBROKER_KCAT"})  # fmt: skip  (bench tools)
+                       "LOGBROKER_BENCH_CACHE", "LOGBROKER_GO", "LOGBROKER_KCAT",  # bench tools
+                       "LOGBROKER_SPARK_JAVA_OPTIONS",  # logbroker.spark.session; below: the tests
+                       "LOGBROKER_PORT_BLOCK", "LOGBROKER_TEST_WORKERS", "LOGBROKER_PEER_JVM_OPTS"})  # fmt: skip
 OTHER_ENV_PREFIXES = ("LOGBROKER_MQ_",)  # logbroker.mq's settings (`__` nests)
 
 

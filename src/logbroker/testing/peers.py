@@ -481,6 +481,16 @@ STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 # super user, making every PLAINTEXT client all-powerful).
 CONTROLLER_USER, CONTROLLER_PASSWORD = "controller-admin", "controller-admin-secret"
 
+# Extra JVM flags for every Kafka peer started from this environment (split on spaces). The test suite sets
+# -XX:TieredStopAtLevel=1: a broker that lives seconds to minutes spends much of its CPU in the C2 compiler, which
+# tests on two cores pay for; benchmarks leave it unset and run Kafka as it is deployed.
+PEER_JVM_OPTS_ENV = "LOGBROKER_PEER_JVM_OPTS"
+
+
+def peer_jvm_opts() -> list[str]:
+    return os.environ.get(PEER_JVM_OPTS_ENV, "").split()
+
+
 _STORAGE_TOOL = "kafka.tools.StorageTool"
 _KAFKA_MAIN = "kafka.Kafka"
 
@@ -706,7 +716,7 @@ class KafkaCluster(_Peer):
         self._format_all()
         for n in self.nodes:
             argv = [
-                *self._java_argv(n, _KAFKA_MAIN, self.heap, [*_KAFKA_JVM_FLAGS, *self.jvm_opts]),
+                *self._java_argv(n, _KAFKA_MAIN, self.heap, [*_KAFKA_JVM_FLAGS, *peer_jvm_opts(), *self.jvm_opts]),
                 str(n.dir / "server.properties"),
             ]
             n.proc = self._spawn(argv, n.log_path, env=self._env(), cwd=n.dir)

@@ -18,6 +18,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from logbroker.spark.session import SPARK_JAVA_OPTIONS_ENV
 from logbroker.testing.net import LOOPBACK, free_ports
 from logbroker.testing.peers import PeerError, _Peer, _signal_group, _tail
 
@@ -59,7 +60,8 @@ class SparkStandalone(_Peer):
                 "SPARK_DAEMON_MEMORY": "384m",
                 # A lost worker is dropped after 10 s (default 60 s). Master and workers must agree: a worker
                 # heartbeats every quarter of its own setting, the master judges by its own.
-                "SPARK_DAEMON_JAVA_OPTS": "-Dspark.worker.timeout=10"}  # fmt: skip
+                "SPARK_DAEMON_JAVA_OPTS": f"-Dspark.worker.timeout=10 {os.environ.get(SPARK_JAVA_OPTIONS_ENV, '')}"
+                .strip()}  # fmt: skip
 
     def _class(self, main: str, *args: str) -> list[str]:
         return [str(_spark_home() / "bin" / "spark-class"), main, *args]
