@@ -356,6 +356,8 @@ def kafka_failure(err: KafkaError | BaseException, what: str = "") -> click.Clic
 # A partition's leader is being (re)installed: LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER,
 # FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH.
 _LEADER_MOVING = frozenset({5, 6, 74, 75})
+# A group coordinator is loading or moving: COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR.
+_COORDINATOR_MOVING = frozenset({14, 15, 16})
 
 
 def leader_moving(outcome: Any) -> bool:
@@ -512,6 +514,21 @@ class Admin:
             if pending:
                 time.sleep(0.1)
         return out
+
+    def list_groups(self, what: str = "list groups") -> Any:
+        """ListGroups of every broker, asked again while a broker answers that its coordinator is loading or
+        moving (as Kafka's own admin client does until its timeout): a broker just started says
+        COORDINATOR_LOAD_IN_PROGRESS for a moment, and the listing would otherwise fail or miss its groups."""
+        from logbroker._kafka.errors import kafka_error_of
+
+        deadline = time.monotonic() + self.timeout
+        while True:
+            listed = self.result(self.call(self.client.list_consumer_groups, what=what), what)
+            errors = [kafka_error_of(e) for e in listed.errors]
+            moving = bool(errors) and all(ke is not None and ke.code() in _COORDINATOR_MOVING for ke in errors)
+            if not moving or time.monotonic() > deadline:
+                return listed
+            time.sleep(0.2)
 
     def call(self, fn: Callable[..., Any], *args: Any, what: str = "", **kwargs: Any) -> Any:
         """Start an admin call (bad arguments refused by confluent-kafka are bad input, exit 2)."""

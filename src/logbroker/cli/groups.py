@@ -70,7 +70,7 @@ def groups_list(bootstrap: str, security: KafkaSettings | None, as_json: bool) -
     from rich.table import Table
 
     with admin(bootstrap, security) as a:
-        listed = a.result(a.call(a.client.list_consumer_groups, what="list groups"), "list groups")
+        listed = a.list_groups()
     if listed.errors:
         raise click.ClickException(f"list groups: {error_text(listed.errors[0])}")
     rows = [
