@@ -329,3 +329,31 @@ def test_kafka_three_node_cluster() -> None:
         del admin  # librdkafka would keep reconnecting (and logging) after shutdown
         procs = [n.proc for n in cluster.nodes]
     assert all(p is not None and p.poll() is not None for p in procs)
+
+
+def test_ports_come_from_the_workers_block_and_skip_a_listening_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under LOGBROKER_PORT_BLOCK (each xdist worker has its own) ports are distinct, inside the block, and never
+    one something already listens on; a malformed block is refused by name."""
+    import socket
+
+    from logbroker.testing import net
+
+    # Five free ports between the workers' blocks (20000-31999) and the kernel's ephemeral range (32768+).
+    lo = next(p for p in range(32000 + os.getpid() % 700, 32760) if all(net._bindable(net.LOOPBACK, p + i)
+                                                                         for i in range(5)))  # fmt: skip
+    taken = socket.socket()
+    taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    taken.bind((net.LOOPBACK, lo))
+    taken.listen()
+    try:
+        monkeypatch.setattr(net, "_cursor", None)
+        monkeypatch.setenv(net.PORT_BLOCK_ENV, f"{lo}-{lo + 4}")
+        ports = net.free_ports(4)
+        assert sorted(ports) == list(range(lo + 1, lo + 5))  # all but the listening one
+        with pytest.raises(OSError, match="no 5 free ports"):
+            net.free_ports(5)
+        monkeypatch.setenv(net.PORT_BLOCK_ENV, "20000")
+        with pytest.raises(ValueError, match=net.PORT_BLOCK_ENV):
+            net.free_port()
+    finally:
+        taken.close()
