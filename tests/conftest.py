@@ -18,14 +18,14 @@ from logbroker.testing.process import BrokerProcess
 from support import TEST_TARGET, TEST_TARGETS, shared_kafka, stop_shared_kafka
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-# Each pytest-xdist worker ("gw0", "gw1", ...) hands out loopback ports from a block of its own, below the kernel's
-# ephemeral range (32768+): workers never pick each other's ports, nor a client connection's source port.
-_worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-_index = int(_worker[2:]) if _worker.startswith("gw") and _worker[2:].isdigit() else 0
 # The JVMs tests start live seconds to minutes: C1 alone compiles what they run for a fraction of the CPU C2 takes
 # (measured: a Spark test module 68 -> 40 CPU-s, a Kafka start 5.5 -> 3.5), and two cores are all CI has.
 os.environ.setdefault(SPARK_JAVA_OPTIONS_ENV, "-XX:TieredStopAtLevel=1")
 os.environ.setdefault(PEER_JVM_OPTS_ENV, "-XX:TieredStopAtLevel=1")
+# Each pytest-xdist worker ("gw0", "gw1", ...) hands out loopback ports from a block of its own, below the kernel's
+# ephemeral range (32768+): workers never pick each other's ports, nor a client connection's source port.
+_worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+_index = int(_worker[2:]) if _worker.startswith("gw") and _worker[2:].isdigit() else 0
 os.environ.setdefault(PORT_BLOCK_ENV, f"{20000 + 1500 * (_index % 8)}-{20000 + 1500 * (_index % 8) + 1499}")
 
 
