@@ -317,10 +317,7 @@ def authz_kafka_peer(
     logs in the PLAIN `users` (default AUTHZ_USERS). Yields the KafkaPeer."""
     from logbroker.testing import peers
 
-    if not peers.java_available():
-        missing_tool("java not found (Apache Kafka needs a JVM)")
-    if not peers.jars_available("kafka"):
-        missing_tool(f"no Kafka jars in {peers.default_jar_dir('kafka')} (run .ci/fetch-jars)")
+    _require_kafka()
     logins = " ".join(f'user_{u}="{p}"' for u, p in (AUTHZ_USERS if users is None else users).items())
     props = {
         "group.initial.rebalance.delay.ms": 0,
