@@ -189,6 +189,47 @@ def test_a_swap_cut_short_is_finished_or_undone_on_open(tmp_path: Path, step: st
     shutil.rmtree(tmp_path / "p")
 
 
+def test_an_open_leaves_the_staging_of_a_live_worker_and_a_second_worker_waits_for_it(tmp_path: Path) -> None:
+    """A worker still writing (a killed broker's, not yet gone) holds the partition's cleaning lock: an open
+    leaves its staging directory, and a second worker starts only once the first has let go."""
+    import subprocess
+    import sys
+    import threading
+
+    plog = PartitionLog(tmp_path / "p", cfg(), True)
+    for i in range(200):
+        put(plog, [(b"k%d" % (i % 10), b"v%d" % i)])
+    before = everything(plog)
+    p = c.plan(plog, int(os_time() * 1000), 1 << 20)
+    assert p is not None
+    staged = c.clean_segments(p.job).groups[0]  # uncommitted: no marker
+    for seg in plog.segments:
+        seg.close()
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR); fcntl.flock(fd, fcntl.LOCK_EX); "
+        "print('held', flush=True); sys.stdin.read()"), str(plog.dir / c.LOCK)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+        again = PartitionLog(tmp_path / "p", cfg(), clean_shutdown=False)
+        assert Path(staged.staging).is_dir()  # left to its writer
+        assert everything(again) == before
+        done = threading.Event()
+        second = threading.Thread(target=lambda: (c.clean_segments(p.job), done.set()))
+        second.start()
+        assert not done.wait(0.5)  # waits for the lock
+    finally:
+        holder.kill()
+        holder.wait()
+    second.join(10)
+    assert done.is_set()
+    for seg in again.segments:
+        seg.close()
+    third = PartitionLog(tmp_path / "p", cfg(), clean_shutdown=False)  # no live writer: discarded
+    assert not list(third.dir.glob(f"{c.STAGING_PREFIX}*"))
+    assert everything(third) == before
+
+
 # ------------------------------------------------------------------------------------------ transactions
 
 

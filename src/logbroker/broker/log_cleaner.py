@@ -2,16 +2,26 @@
 the result in on the event loop (renames only), as Kafka's LogCleaner threads do.
 
 The worker is a process, not a thread: cleaning decodes and re-encodes every record, which would hold the
-GIL against produce and fetch. Settings are read at every round, so dynamic changes of log.cleaner.*
-apply at once; a topic's config is read from its log at every plan.
+GIL against produce and fetch. It must never outlive the broker (a kill -9 would otherwise leave it, and
+multiprocessing's resource tracker that waits on it, running with pid 1 as parent): the kernel kills it when
+the broker dies (PR_SET_PDEATHSIG), a watchdog thread where that is missing; and it holds its partition's
+cleaning lock, so a restarted broker never writes beside a worker that is still exiting.
+
+Settings are read at every round, so dynamic changes of log.cleaner.* apply at once; a topic's config is read
+from its log at every plan.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
 import multiprocessing
+import os
 import shutil
+import signal
+import sys
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -22,6 +32,29 @@ from logbroker.storage import LogManager, PartitionLog
 from logbroker.storage import compaction as c
 
 log = logging.getLogger("logbroker.cleaner")
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with(parent: int) -> None:
+    """Worker initializer: end this process when the broker `parent` ends, however it ends."""
+    armed = False
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            armed = libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+        except (OSError, AttributeError):
+            armed = False
+    if os.getppid() != parent:  # the broker died before the signal was armed
+        os._exit(1)
+    if not armed:
+        threading.Thread(target=_watch_parent, args=(parent,), name="parent-watch", daemon=True).start()
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(0.2)
+    os._exit(1)
 
 
 class LogCleaner:
@@ -58,7 +91,11 @@ class LogCleaner:
         if self._pool is None or self._workers != n:
             if self._pool is not None:
                 self._pool.shutdown(wait=False)
-            self._pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"))
+            # Workers start from the event loop's thread (submit spawns them), which lives as long as the
+            # broker: PR_SET_PDEATHSIG follows the thread that made the child, not the process.
+            self._pool = ProcessPoolExecutor(
+                n, mp_context=multiprocessing.get_context("spawn"), initializer=_die_with, initargs=(os.getpid(),)
+            )
             self._workers = n
         return self._pool
 

@@ -32,8 +32,11 @@ that horizon removes it, unless it is its producer's last batch (its epoch fence
 from __future__ import annotations
 
 import bisect
+import contextlib
+import fcntl
 import hashlib
 import json
+import logging
 import os
 import shutil
 import struct
@@ -68,8 +71,12 @@ from .txnindex import AbortedTxn
 if TYPE_CHECKING:
     from .log import PartitionLog
 
+log = logging.getLogger(__name__)
+
 STAGING_PREFIX = ".cleaning-"
 MARKER = "swap.json"
+LOCK = ".cleaner.lock"  # held (flock) by the process writing a partition's staging directories
+LOCK_WAIT_S = 1.0  # how long an open waits for a dying worker (killed with its broker) to let go
 CHECKPOINT = "cleaner-checkpoint"
 KEY_ENTRY_BYTES = 120  # what one key of the map costs in this process (16-byte digest, int, dict slot)
 
@@ -255,8 +262,46 @@ def _scan_transactions(segments: list[SegmentFile], aborted: _Aborted, throttle:
     return st
 
 
+@contextlib.contextmanager
+def _cleaning_lock(directory: str) -> Iterator[None]:
+    """Held while a worker writes a partition's staging directories: a second worker (a restarted broker's,
+    while a killed broker's worker is still exiting) waits here instead of writing the same files."""
+    fd = os.open(Path(directory) / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _worker_alive(directory: Path, wait_s: float = LOCK_WAIT_S) -> bool:
+    """Whether a worker still holds the partition's cleaning lock after `wait_s` (a worker dies with its broker,
+    so one left is either exiting or this broker's own, busy)."""
+    try:
+        fd = os.open(directory / LOCK, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return False
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    return True
+                time.sleep(0.02)
+    finally:
+        os.close(fd)
+
+
 def clean_segments(job: CleanJob) -> CleanResult:
     """Build the key map over the dirty segments, then write every group of segments cleaned (staged)."""
+    with _cleaning_lock(job.directory):
+        return _clean_segments(job)
+
+
+def _clean_segments(job: CleanJob) -> CleanResult:
     started = time.monotonic()
     out = CleanResult()
     throttle = _Throttle(job.io_bytes_per_second)
@@ -488,10 +533,15 @@ def finish_swap(directory: Path, staging: Path) -> int | None:
 
 
 def complete_swaps(directory: Path) -> None:
-    """On open: finish every committed swap, discard every uncommitted one."""
-    for staging in sorted(directory.glob(f"{STAGING_PREFIX}*")):
-        if staging.is_dir():
-            finish_swap(directory, staging)
+    """On open: finish every committed swap, discard every uncommitted one, unless a worker still writes it
+    (then that worker's next successor, which waits for its lock, starts the directory over)."""
+    stagings = [p for p in sorted(directory.glob(f"{STAGING_PREFIX}*")) if p.is_dir()]
+    busy = bool(stagings) and _worker_alive(directory)
+    for staging in stagings:
+        if busy and not (staging / MARKER).exists():
+            log.warning("%s: a cleaner process still writes %s; leaving it", directory, staging.name)
+            continue
+        finish_swap(directory, staging)
 
 
 def read_checkpoint(directory: Path) -> dict:
