@@ -361,8 +361,8 @@ def test_kafka_refuses_a_client_without_a_certificate_where_one_is_required(
 
 
 def test_the_readme_set_up_runs_as_written(tmp_path: Path) -> None:
-    """`certs init`, `serve --config broker.toml`, a client with client.properties (the README's three
-    commands; only the listeners' ports are moved off 9093/9094 for the test)."""
+    """`certs init`, `serve --config broker.toml`, a client with client.properties, alice's grant (the README's
+    four commands; only the listeners' ports are moved off 9093/9094 for the test)."""
     d = make_certs(tmp_path / "tls", "--client", "alice", "--key-password", KEY_PASSWORD)
     ssl_port, sasl_port = free_ports(2)
     broker = BrokerProcess(tmp_path / "data", port=sasl_port, extra_args=[
@@ -371,8 +371,12 @@ def test_the_readme_set_up_runs_as_written(tmp_path: Path) -> None:
     broker.start()
     try:
         sasl, mtls = f"127.0.0.1:{sasl_port}", f"127.0.0.1:{ssl_port}"
-        topic = unique("readme")
+        topic = "orders"
         create_topic(sasl, topic, 1, "--command-config", str(d / "client.properties"))
+        admin = ("-b", sasl, "--command-config", str(d / "client.properties"))
+        granted = cli("acls", "add", "--allow", "User:alice", "--producer", "--consumer", "--topic", "orders",
+                      "--group", "*", *admin)  # fmt: skip
+        assert granted.exit_code == 0, granted.output
         sent = cli("produce", "-t", topic, "-b", mtls, "--command-config", str(d / "client-alice.properties"), "hi")
         assert sent.exit_code == 0, sent.output
         got = cli("consume", "-t", topic, "-b", sasl, "--command-config", str(d / "client.properties"),
@@ -384,6 +388,6 @@ def test_the_readme_set_up_runs_as_written(tmp_path: Path) -> None:
         assert added.exit_code == 0, added.output
         scram = cli("topics", "list", "-b", sasl, "--ssl-ca", str(d / "ca.crt"), "--sasl-username", "carol",
                     "--sasl-mechanism", "SCRAM-SHA-512", "--sasl-password", "carol-pw")  # fmt: skip
-        assert scram.exit_code == 0 and topic in scram.stdout, scram.output
+        assert scram.exit_code == 0 and topic not in scram.stdout, scram.output  # logged in, granted nothing
     finally:
         assert broker.stop() == 0, broker.log_tail()

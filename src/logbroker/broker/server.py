@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import itertools
 import logging
 import resource
@@ -32,6 +33,20 @@ from .logfilter import RepeatFilter
 from .metrics import MetricsEndpoint
 
 log = logging.getLogger("logbroker.broker")
+
+
+def _open_listener_risk(spec: Listener) -> str:
+    """Why a listener without an authorizer is worth a warning ("" when it is not): a secured protocol says
+    the operator means to keep clients out, a non-loopback address lets other machines in."""
+    if spec.tls or spec.sasl:
+        return f"is secured ({spec.protocol})"
+    try:
+        loopback = ipaddress.ip_address(spec.host.strip("[]")).is_loopback
+    except ValueError:
+        loopback = spec.host == "localhost"
+    return "" if loopback else "takes connections from other machines"
+
+
 # How often pooled buffers that went unused are let go (`BufferPool.trim`).
 BUFFER_TRIM_INTERVAL_S = 10.0
 _TLS_RECORD = 0x1603  # the first two bytes of a TLS handshake record, read as a frame size's high half
@@ -184,6 +199,15 @@ class Broker:
             "on (ACLs enforced)" if ctx.authorizer is not None else "off",
             "" if ctx.clean_start else " (recovered after unclean shutdown)",
         )
+        if ctx.authorizer is None:
+            for spec in ctx.listeners:
+                if why := _open_listener_risk(spec):
+                    log.warning(
+                        "listener %s (%s on %s:%d) %s, and no authorizer is set: every client that connects "
+                        "may create, delete, read and write every topic (set authorizer_class_name, or serve "
+                        "--authorizer, with super_users)",
+                        spec.name, spec.protocol, spec.host or "*", spec.port, why,
+                    )  # fmt: skip
         self.started.set()
 
     async def stop(self) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import click
 
 from logbroker import __version__
+from logbroker.cli import acls as _acls
 from logbroker.cli import bench as _bench
 from logbroker.cli import certs as _certs
 from logbroker.cli import cluster as _cluster
@@ -78,6 +79,7 @@ for _command in (
     _records.consume,
     _bench.bench,
     _users.users,
+    _acls.acls,
     _cluster.cluster,
     _certs.certs,
     _config_cmd.config,

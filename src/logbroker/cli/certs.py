@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from logbroker.certificates import cert_pem, issue, key_pem, new_key
+from logbroker.config import STANDARD_AUTHORIZER
 
 DEFAULT_HOSTS = ("127.0.0.1", "localhost")
 SSL_PORT, SASL_SSL_PORT = 9093, 9094
@@ -142,23 +143,32 @@ def _props_escape(value: str) -> str:
     return out.replace("\n", "\\n").replace("\r", "\\r")
 
 
-def _broker_toml(files: Files, host: str, key_password: str | None) -> str:
+def _broker_toml(files: Files, host: str, key_password: str | None, admin: str) -> str:
     lines = [
         "# logbroker serve --config broker.toml: an SSL and a SASL_SSL listener (made by `logbroker certs init`).",
-        "# SSL clients may show a certificate (ssl_client_auth = requested): it is their principal, User:<CN>.",
-        "# SASL_SSL clients log in with PLAIN (the users in plain-users.txt) or SCRAM (`logbroker users add`).",
+        "# SSL (mutual TLS): clients must show a certificate of this CA; its CN is their principal, User:<CN>.",
+        "# SASL_SSL: clients log in with PLAIN (the users in plain-users.txt) or SCRAM (`logbroker users add`).",
+        f"# ACLs are enforced: User:{admin} may do anything; grant others with `logbroker acls add`.",
         f'listeners = "SSL://{host}:{SSL_PORT},SASL_SSL://{host}:{SASL_SSL_PORT}"',
         f"ssl_keystore_location = {_toml_str(str(files.keystore('server')))}",
         'ssl_keystore_type = "PEM"',
         f"ssl_truststore_location = {_toml_str(str(files.ca_cert))}",
         'ssl_truststore_type = "PEM"',
-        'ssl_client_auth = "requested"',
+        'ssl_client_auth = "required"',
         f"ssl_principal_mapping_rules = {_toml_str(PRINCIPAL_RULES)}",
         'sasl_enabled_mechanisms = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"',
         f"sasl_plain_users_file = {_toml_str(str(files.plain_users))}",
+        f'authorizer_class_name = "{STANDARD_AUTHORIZER}"',
+        f"super_users = {_toml_str('User:' + admin)}",
     ]
     if key_password:
         lines.append(f"ssl_key_password = {_toml_str(key_password)}")
+    lines += [
+        "",
+        "# SASL_SSL clients prove who they are with their login: no client certificate asked for there.",
+        "[listener_configs.SASL_SSL]",
+        'ssl_client_auth = "none"',
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -192,6 +202,7 @@ def _client_tls_properties(files: Files, name: str, key_password: str | None) ->
 
 # ---------------------------------------------------------------------------------- commands
 
+
 def _ascii_password(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     if value is not None and not value.isascii():  # Java's PBE keys take ASCII only ("Password is not ASCII")
         raise click.BadParameter("Java (Kafka's PEM keystores) takes ASCII key passwords only")
@@ -222,7 +233,9 @@ def certs() -> None:
     "--host", "hosts", multiple=True, help="Server name or address (repeatable; default 127.0.0.1, localhost)."
 )
 @click.option("--client", "clients", multiple=True, help="Also make a client certificate CN=NAME (repeatable).")
-@click.option("--sasl-user", default="admin", show_default=True, help="PLAIN user of the example configs.")
+@click.option(
+    "--sasl-user", default="admin", show_default=True, help="PLAIN user of the example configs, and the super user."
+)
 @_KEY_PASSWORD
 @_DAYS
 @_KEY_TYPE
@@ -255,7 +268,9 @@ def certs_init(
     password = secrets.token_urlsafe(18)
     _write(files.plain_users, f"{sasl_user}={password}\n".encode(), secret=True)
     _write(
-        files.broker_config, _broker_toml(files, _listen_host(hosts), key_password).encode(), secret=bool(key_password)
+        files.broker_config,
+        _broker_toml(files, _listen_host(hosts), key_password, sasl_user).encode(),
+        secret=bool(key_password),
     )
     _write(files.client_properties, _client_properties(files, sasl_user, password).encode(), secret=True)
     for n in names:
@@ -269,6 +284,8 @@ def certs_init(
     click.echo(f"  client config:           {files.client_properties}  (SASL_SSL as {sasl_user}, port {SASL_SSL_PORT})")
     for n in names:
         click.echo(f"  client {n}: {files.keystore(n)}, {files.client_tls_properties(n)}  (SSL, port {SSL_PORT})")
+    click.echo(f"ACLs are enforced: User:{sasl_user} is the super user; grant others with `logbroker acls add`"
+               + (f" (User:{names[0]} may do nothing until then)" if names else ""))  # fmt: skip
 
 
 def _listen_host(hosts: tuple[str, ...]) -> str:
