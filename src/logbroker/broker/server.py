@@ -31,6 +31,7 @@ from .dispatch import Handler
 from .handlers import registry, served_apis
 from .logfilter import RepeatFilter
 from .metrics import MetricsEndpoint
+from .tlsconn import RECEIVE_BUFFER, TlsSession, TlsTransport
 
 log = logging.getLogger("logbroker.broker")
 
@@ -108,11 +109,19 @@ class Broker:
         self.muted = False  # every connection stops reading while `inflight` is over the broker-wide bound
         self._unmute_timer: asyncio.TimerHandle | None = None
         self._log_filter = RepeatFilter()
+        self._tls_inbox: memoryview | None = None
         m = self.metrics = self.context.metrics
         m.open_connections = self._open_by_listener
         m.inflight_bytes = lambda: self.inflight
         m.ready = lambda: self.started.is_set() and not self.context.stopping
         self.metrics_endpoint: MetricsEndpoint | None = None
+
+    def tls_inbox(self) -> memoryview:
+        """Where TLS connections receive ciphertext: one buffer for all (the event loop fills it for one
+        connection at a time, which feeds it to its session at once)."""
+        if self._tls_inbox is None:
+            self._tls_inbox = memoryview(bytearray(RECEIVE_BUFFER))
+        return self._tls_inbox
 
     def _open_by_listener(self) -> dict[str, int]:
         out = dict.fromkeys((rt.spec.name for rt in self.listeners), 0)
@@ -161,14 +170,13 @@ class Broker:
         try:
             for rt in self.listeners:
                 spec = rt.spec
+                connection = TlsClientConnection if rt.tls is not None else ClientConnection
                 server = await loop.create_server(
-                    lambda rt=rt: ClientConnection(self, rt),  # type: ignore[misc]
+                    lambda rt=rt, connection=connection: connection(self, rt),  # type: ignore[misc]
                     spec.host,
                     spec.port,
                     reuse_address=True,
                     backlog=1024,
-                    ssl=rt.tls,
-                    ssl_handshake_timeout=10.0 if rt.tls else None,
                 )
                 self._servers.append(server)
                 bound = server.sockets[0].getsockname()[1]
@@ -395,6 +403,11 @@ class ClientConnection(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        if self._opened(transport):
+            self._established()
+
+    def _opened(self, transport: asyncio.Transport) -> bool:
+        """The socket is connected: admit it (or close it) and set it up; False when refused."""
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.address = peer[0] if peer else ""
@@ -402,8 +415,21 @@ class ClientConnection(asyncio.BufferedProtocol):
         if not self.broker.admit(self):
             self._closed = True
             transport.abort()
-            return
+            return False
         self._admitted = True
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # pause_writing past the per-connection bound, resume_writing once everything is sent.
+        transport.set_write_buffer_limits(high=self.broker.settings.connection_max_unsent_bytes, low=0)
+        return True
+
+    def _established(self) -> None:
+        """The connection carries requests now (after the TLS handshake, on a TLS listener): its principal
+        from the client certificate, and a SASL exchange to come on a SASL listener."""
+        transport = self.transport
+        assert transport is not None
         lst = self.listener
         if lst.mapper is not None:
             try:
@@ -425,12 +451,6 @@ class ClientConnection(asyncio.BufferedProtocol):
             self.codec.max_request_bytes = min(
                 self.broker.settings.sasl_server_max_receive_size, self.codec.max_request_bytes
             )
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        # pause_writing past the per-connection bound, resume_writing once everything is sent.
-        transport.set_write_buffer_limits(high=self.broker.settings.connection_max_unsent_bytes, low=0)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
@@ -458,6 +478,10 @@ class ClientConnection(asyncio.BufferedProtocol):
             self._flush_soon = None
         if self._splice is not None:
             self._splice.cancel()
+        # The TLS transport's protocol keeps this one's bound methods (get_buffer, buffer_updated) after the
+        # close: holding the transport would make a cycle that only the collector frees, and it holds a 256 KiB
+        # read buffer per connection (a handshake flood grew RSS ~290 KB per connection).
+        self.transport = None
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -900,6 +924,134 @@ class ClientConnection(asyncio.BufferedProtocol):
         if self.transport is not None and not self.transport.is_closing():
             self._flush()
             self.transport.close()
+
+
+HANDSHAKE_TIMEOUT_S = 10.0  # a TLS client that has not finished its handshake by then is cut off
+
+
+class TlsClientConnection(ClientConnection):
+    """A client connection on a TLS listener: the handshake and the record layer run here (`tlsconn`), then
+    requests go as on any connection, through a `TlsTransport`. The connection counts against the connection
+    limits from the TCP accept; its OpenSSL session (~60 KB once the handshake is under way) is made when the
+    client's first bytes arrive, so connections accepted in a burst and not yet served cost only their
+    Python objects, and it goes as soon as the connection closes."""
+
+    def __init__(self, broker: Broker, listener: ListenerRuntime) -> None:
+        super().__init__(broker, listener)
+        self._session: TlsSession | None = None
+        self._raw: asyncio.Transport | None = None
+        self._handshake_timer: asyncio.TimerHandle | None = None
+        self._pumping = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._raw = transport
+        if not self._opened(transport):
+            return
+        loop = asyncio.get_running_loop()
+        self._handshake_timer = loop.call_later(HANDSHAKE_TIMEOUT_S, self._handshake_expired)
+
+    def _end_handshake(self) -> None:
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+            self._handshake_timer = None
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.broker.tls_inbox()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._session is None:  # the client's first bytes
+            if self._closed:
+                return
+            assert self.listener.tls is not None
+            self._session = TlsSession(self.listener.tls)
+        self._session.feed(self.broker.tls_inbox()[:nbytes])
+        self._pump()
+
+    def _pump(self) -> None:
+        """Move what arrived through the TLS session: the handshake, then plaintext into the request codec
+        for as long as the connection takes requests."""
+        session = self._session
+        if session is None or self._pumping or self._raw is None:
+            return
+        self._pumping = True
+        try:
+            if not session.established:
+                try:
+                    done = session.handshake()
+                except ssl.SSLError as exc:
+                    self._send(session.outgoing())  # the alert that says why
+                    self._handshake_failed(exc)
+                    return
+                self._send(session.outgoing())
+                if not done:
+                    return
+                self._handshake_done()
+            while self._reading and not self._closed and self._session is not None:
+                try:
+                    n = session.read_into(self.codec.get_buffer(-1))
+                except ssl.SSLError as exc:
+                    log.info("closing connection from %s: TLS stream damaged: %s", self.peer, exc.reason or exc)
+                    self._fail()
+                    return
+                if n is None:  # close_notify: the client is done
+                    self._raw.close()
+                    return
+                if n == 0:
+                    break
+                super().buffer_updated(n)
+            self._send(session.outgoing())  # key updates, session tickets
+        finally:
+            self._pumping = False
+
+    def _send(self, data: bytes) -> None:
+        if data and self._raw is not None and not self._raw.is_closing():
+            self._raw.write(data)
+
+    def _handshake_done(self) -> None:
+        assert self._session is not None and self._raw is not None
+        self._end_handshake()
+        self.last_activity = time.monotonic()
+        self.transport = TlsTransport(self._raw, self._session, self._resumed)
+        self._established()
+
+    def _resumed(self) -> None:
+        """Reading resumed: plaintext that arrived meanwhile waits in the session (no new bytes may come to
+        call `buffer_updated`)."""
+        if self._session is not None and self._session.buffered:
+            asyncio.get_running_loop().call_soon(self._pump)
+
+    def _handshake_failed(self, exc: ssl.SSLError) -> None:
+        self._end_handshake()
+        self._stats.failed_auth += 1
+        log.info(
+            "TLS handshake with %s on listener %s failed: %s", self.host or self.peer, self.listener.spec.name,
+            exc.reason or exc.strerror or exc,
+        )  # fmt: skip
+        self._session = None
+        self._closed = True
+        if self._raw is not None:
+            self._raw.close()  # after the alert
+
+    def _handshake_expired(self) -> None:
+        self._handshake_timer = None
+        if not (self._session is not None and self._session.established) and not self._closed:
+            log.info("closing connection from %s: no TLS handshake within %g s", self.peer, HANDSHAKE_TIMEOUT_S)
+            self._stats.failed_auth += 1
+            self._fail()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._end_handshake()
+        super().connection_lost(exc)
+        self._session = None
+        self._raw = None
+
+    def _fail(self) -> None:
+        self._closed = True
+        if self.transport is not None:
+            self.transport.abort()
+        elif self._raw is not None:
+            self._raw.abort()
 
 
 def raise_fd_limit() -> int:
