@@ -200,12 +200,13 @@ class BrokerContext:
         self._logs = LogManager(data, self.log_defaults, self.max_open_files(), s.log_preallocate_bytes)
         self.cluster_id = _cluster_id(data)
         self._producer_ids = ProducerIdAllocator(data / "__producer_ids")
-        self._users = UserStore(data, self._logs.clean_start)
+        self._users = UserStore(data, self._logs.clean_start, parse_super_users(s.super_users))
         if s.authorizer_class_name.strip():
             self._acl_store = AclStore(data, self._logs.clean_start)
             self._authorizer = Authorizer(
                 parse_super_users(s.super_users), s.allow_everyone_if_no_acl_found, self._acl_store.load_bindings()
             )
+            self._authorizer.untrusted = self._acl_store.untrusted
         self._groups = Coordinator(
             GroupStore(data, self._logs.clean_start),
             CoordinatorConfig(
@@ -363,6 +364,17 @@ class BrokerContext:
         if self._txns is None:
             raise RuntimeError("the broker context is not open")
         return self._txns
+
+    def untrusted_stores(self) -> dict[str, str]:
+        """Security stores with damaged records (store -> what and where), distrusted until an operator
+        repairs them or accepts the loss: the ACL store denies every non-super-user request, the users store
+        refuses SCRAM logins of non-super users."""
+        out = {}
+        for name, store in (("acls", self._acl_store), ("users", self._users)):
+            if store is not None and store.untrusted:
+                where = "; ".join(d.describe() for d in store.damage[:3])
+                out[name] = f"{len(store.damage)} damaged batches in {store.dir} ({where})"
+        return out
 
     @property
     def users(self) -> UserStore:

@@ -182,6 +182,7 @@ class BrokerMetrics:
         self.open_connections: Callable[[], dict[str, int]] = dict
         self.inflight_bytes: Callable[[], int] = lambda: 0
         self.ready: Callable[[], bool] = lambda: False
+        self.untrusted_stores: Callable[[], dict[str, str]] = dict  # security stores with damaged records
         self.registry.register(_BrokerCollector(self))
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
@@ -323,6 +324,15 @@ class _BrokerCollector(Collector):
         ready = GaugeMetricFamily("logbroker_ready", "1 while the broker serves (storage open, listeners bound)")
         ready.add_metric([], 1.0 if m.ready() else 0.0)
         yield ready
+        untrusted = m.untrusted_stores()
+        stores = GaugeMetricFamily(
+            "logbroker_security_store_untrusted",
+            "1 while a security store (acls, users) has damaged records and is distrusted (see /health)",
+            labels=["store"],
+        )
+        for name in ("acls", "users"):
+            stores.add_metric([name], 1.0 if name in untrusted else 0.0)
+        yield stores
         ctx = m.context
         if ctx is not None and m.ready():
             yield from self._state(ctx)
@@ -565,6 +575,10 @@ class MetricsEndpoint:
                 m.on_loop(lambda: None, HEALTH_TIMEOUT)
             except LoopBusy as exc:
                 return _plain(start_response, HTTPStatus.SERVICE_UNAVAILABLE, f"{exc}\n")
+            untrusted = m.untrusted_stores()
+            if untrusted:  # alive (restarting would not help), but not as configured: say so
+                lines = "".join(f"untrusted {name} store: {what}\n" for name, what in sorted(untrusted.items()))
+                return _plain(start_response, HTTPStatus.OK, "degraded\n" + lines)
             return _plain(start_response, HTTPStatus.OK, "ok\n")
         if path == "/ready":
             if m.ready():

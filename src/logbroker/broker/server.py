@@ -114,6 +114,7 @@ class Broker:
         m.open_connections = self._open_by_listener
         m.inflight_bytes = lambda: self.inflight
         m.ready = lambda: self.started.is_set() and not self.context.stopping
+        m.untrusted_stores = self.context.untrusted_stores
         self.metrics_endpoint: MetricsEndpoint | None = None
 
     def tls_inbox(self) -> memoryview:

@@ -18,6 +18,7 @@ from logbroker.cli import config_cmd as _config_cmd
 from logbroker.cli import groups as _groups
 from logbroker.cli import records as _records
 from logbroker.cli import serve as _serve
+from logbroker.cli import storage as _storage
 from logbroker.cli import topics as _topics
 from logbroker.cli import users as _users
 
@@ -80,6 +81,7 @@ for _command in (
     _bench.bench,
     _users.users,
     _acls.acls,
+    _storage.storage,
     _cluster.cluster,
     _certs.certs,
     _config_cmd.config,

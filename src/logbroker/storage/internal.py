@@ -7,6 +7,10 @@ rebuilt) and replayed with every batch's CRC32C checked. A damaged batch does no
 skipped, the offsets it held are logged at WARNING, and the log is rewritten from what was intact so the
 damage is gone from disk. Skipping (rather than truncating there, as a data log must) keeps every later
 record: for last-value-wins state that loses only the damaged batch's own updates.
+
+Security state is the exception (`keep_damage`): a lost record there may be a DENY or a deletion, and dropping
+it fails open. Such a log keeps its damaged bytes (every start finds them again and says so at ERROR) and
+its owner distrusts it until an operator accepts the loss (`accept_damage`, `logbroker storage accept`).
 """
 
 from __future__ import annotations
@@ -75,8 +79,11 @@ class InternalLog:
     `load()` once after construction, then `append()`; the caller makes appends durable (the broker's
     fsync policy over `append()`'s returned log)."""
 
-    def __init__(self, directory: Path, clean_shutdown: bool, segment_bytes: int = 64 << 20) -> None:
+    def __init__(
+        self, directory: Path, clean_shutdown: bool, segment_bytes: int = 64 << 20, keep_damage: bool = False
+    ) -> None:
         self.dir = directory
+        self.keep_damage = keep_damage  # damaged batches stay on disk, and `untrusted` says so
         self.config = LogConfig(segment_bytes=segment_bytes, retention_ms=-1, max_message_bytes=64 << 20)
         tmp, old = self._side(".compact"), self._side(".old")
         if not self.dir.exists() and tmp.exists():  # crashed between the two renames of a rewrite
@@ -110,8 +117,36 @@ class InternalLog:
         self.records_in_log = count
         if self.damage:
             self._report()
+            if self.keep_damage:
+                return live  # no rewrite: that would erase the damage, and with it the reason to distrust
         if self.damage or (count >= COMPACT_MIN_RECORDS and count > 2 * len(live)):
             self._rewrite(live)
+        return live
+
+    @property
+    def untrusted(self) -> bool:
+        """Whether the last load skipped damaged records this log keeps (`keep_damage`): what they said is
+        unknown, so the state replayed may lack a deletion or a denial."""
+        return self.keep_damage and bool(self.damage)
+
+    def accept_damage(self) -> int:
+        """The operator accepts the loss: rewrite the log from its intact records (the damage goes). Returns
+        the number of damaged batches dropped."""
+        live = self._live()
+        dropped = len(self.damage)
+        if dropped:
+            self._rewrite(live)
+        self.damage = []
+        return dropped
+
+    def _live(self) -> dict[Key, Any]:
+        live: dict[Key, Any] = {}
+        self.damage = []
+        for key, value in self._replay():
+            if value is None:
+                live.pop(key, None)
+            else:
+                live[key] = value
         return live
 
     def _replay(self) -> Iterator[Record]:
@@ -166,10 +201,19 @@ class InternalLog:
         self.damage.append(Damage(seg.base_offset, pos, seg.size - pos, first, last, reason))
 
     def _report(self) -> None:
+        level = logging.ERROR if self.keep_damage else logging.WARNING
         for d in self.damage[:MAX_DAMAGE_LINES]:
-            log.warning("%s: skipped damaged records, %s", self.dir, d.describe())
+            log.log(level, "%s: skipped damaged records, %s", self.dir, d.describe())
         if len(self.damage) > MAX_DAMAGE_LINES:
-            log.warning("%s: ... and %d more damaged batches", self.dir, len(self.damage) - MAX_DAMAGE_LINES)
+            log.log(level, "%s: ... and %d more damaged batches", self.dir, len(self.damage) - MAX_DAMAGE_LINES)
+        if self.keep_damage:
+            log.error(
+                "%s: %d damaged batches (%d bytes) kept on disk; the state replayed from the %d intact records "
+                "may lack a deletion or a denial, so it is not trusted until an operator repairs the file or "
+                "accepts the loss (logbroker storage accept)",
+                self.dir, len(self.damage), sum(d.bytes for d in self.damage), self.records_in_log,
+            )  # fmt: skip
+            return
         log.warning(
             "%s: %d damaged batches (%d bytes) dropped; rewriting the log from the %d intact records",
             self.dir,
@@ -222,8 +266,10 @@ class InternalLog:
         return self.records_in_log >= COMPACT_MIN_RECORDS and self.records_in_log > 2 * live_keys
 
     def rewrite(self, live: dict[Key, Any]) -> None:
-        """Replace the log with `live` (the owner's whole current state); no append may be in flight."""
-        self._rewrite(live)
+        """Replace the log with `live` (the owner's whole current state); no append may be in flight. Not
+        while untrusted: the damaged bytes stay until an operator accepts their loss."""
+        if not self.untrusted:
+            self._rewrite(live)
 
     def append(self, items: list[Record]) -> PartitionLog:
         """Write records (value None deletes the key); the caller awaits the fsync policy."""

@@ -335,6 +335,8 @@ class Authorizer:
     ) -> None:
         self.super_users = frozenset(super_users)
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
+        # The ACL store had damaged records: its bindings may lack a DENY, so only super users pass.
+        self.untrusted = False
         self._acls: set[AclBinding] = set()
         self._index: dict[ResourceType, _Index] = {}
         for b in acls:
@@ -387,6 +389,8 @@ class Authorizer:
         another principal, host or operation makes it a deny)."""
         if principal in self.super_users:
             return True
+        if self.untrusted:
+            return False
         index = self._index.get(resource_type)
         if index is None:
             return self.allow_everyone_if_no_acl_found
@@ -522,7 +526,8 @@ class AclStore(InternalLog):
     it exists and None once deleted. The caller makes appends durable (the broker's fsync policy)."""
 
     def __init__(self, data_dir: Path, clean_shutdown: bool, segment_bytes: int = 64 << 20) -> None:
-        super().__init__(data_dir / STORE_DIR, clean_shutdown, segment_bytes)
+        # A damaged record may have been a DENY or a deletion: kept, and the store distrusted (`untrusted`).
+        super().__init__(data_dir / STORE_DIR, clean_shutdown, segment_bytes, keep_damage=True)
 
     def load_bindings(self) -> list[AclBinding]:
         """Replay the log (once, after construction): the bindings that exist."""

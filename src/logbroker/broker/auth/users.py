@@ -43,14 +43,19 @@ class Upsertion:
 class UserStore(InternalLog):
     """User -> mechanism -> credential, in memory and in its internal log."""
 
-    def __init__(self, data_dir: Path, clean_shutdown: bool) -> None:
-        super().__init__(data_dir / STORE_DIR, clean_shutdown)
+    def __init__(self, data_dir: Path, clean_shutdown: bool, super_users: frozenset[str] = frozenset()) -> None:
+        # A damaged record may have been a deletion (a removed user would log in again): kept, and the store
+        # distrusted: only super users log in with SCRAM until an operator repairs it or accepts the loss.
+        super().__init__(data_dir / STORE_DIR, clean_shutdown, keep_damage=True)
+        self.super_users = super_users
         self.users: dict[str, dict[str, ScramCredential]] = {}
         for key, value in self.load().items():
             if key[0] == "u":
                 self.users.setdefault(key[1], {})[key[2]] = ScramCredential.from_json(value)
 
     def credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        if self.untrusted and f"User:{user}" not in self.super_users:
+            return None
         return self.users.get(user, {}).get(mechanism)
 
     def describe(self, names: list[str] | None) -> list[tuple[str, Outcome, list[tuple[int, int]]]]:
@@ -107,7 +112,7 @@ class UserStore(InternalLog):
                 errors[name] = _twice()
             elif (bad := _check_name_and_mechanism(name, mech)) is not None:
                 errors[name] = bad
-            elif self.credential(name, MECHANISM_CODES[mech]) is None:
+            elif self.users.get(name, {}).get(MECHANISM_CODES[mech]) is None:
                 errors[name] = Outcome(E.RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist")
             else:
                 dels[name] = (name, mech)
