@@ -216,6 +216,14 @@ class BrokerSettings(BaseSettings):
     log_cleanup_policy: str = Field(
         "delete", description="cleanup.policy of topics that set none: delete, compact or both"
     )
+    # The scrubber (logbroker's own: Kafka repairs rot from replicas): CRCs of closed segments, verified.
+    log_scrubber_enable: bool = Field(True, description="verify closed segments' CRCs in the background")
+    log_scrubber_bytes_per_second: int = Field(
+        16 << 20, ge=0, description="the scrubber's read rate (bytes/s; 0 pauses it)"
+    )
+    log_scrubber_interval_ms: int = Field(
+        86_400_000, ge=1000, description="from the start of one pass over every closed segment to the next"
+    )
     log_cleaner_enable: bool = Field(True, description="run the cleaner that compacts cleanup.policy=compact topics")
     log_cleaner_threads: int = Field(1, ge=1, description="partitions cleaned at once")
     log_cleaner_backoff_ms: int = Field(15_000, ge=0, description="sleep when no partition needs cleaning")

@@ -46,6 +46,7 @@ from .log_cleaner import LogCleaner
 from .loggers import config_changes, config_values
 from .metrics import BrokerMetrics
 from .producer_ids import ProducerIdAllocator
+from .scrubber import Scrubber
 from .share import ShareConfig, ShareCoordinator, ShareStore
 from .share.coordinator import GroupSettings
 from .txn import TxnCoordinator, TxnSettings, TxnStore
@@ -108,6 +109,7 @@ class BrokerContext:
         self._logs: LogManager | None = None
         self._configs: BrokerConfigs | None = None
         self.cleaner: LogCleaner | None = None
+        self.scrubber: Scrubber | None = None
         self._groups: Coordinator | None = None
         self._producer_ids: ProducerIdAllocator | None = None
         self._txns: TxnCoordinator | None = None
@@ -257,6 +259,8 @@ class BrokerContext:
         self._txns.start()
         self.cleaner = LogCleaner(lambda: self._storage, s)
         self.cleaner.start()
+        self.scrubber = Scrubber(lambda: self._storage, s)
+        self.scrubber.start()
         self._producer_expiry = asyncio.create_task(self._expire_producers_loop(), name="producer-id-expiry")
 
     def _share_settings(self, group_id: str) -> GroupSettings:
@@ -293,6 +297,8 @@ class BrokerContext:
             self._producer_expiry.cancel()
         if self.cleaner is not None:
             await self.cleaner.stop()
+        if self.scrubber is not None:
+            await self.scrubber.stop()
         if self._txns is not None:
             await self._txns.stop()
         if self._groups is not None:

@@ -456,6 +456,14 @@ class _BrokerCollector(Collector):
                 end.add_metric(key, leo)
                 start.add_metric(key, plog.log_start_offset)
                 segments.add_metric(key, len(plog.segments))
+        if ctx.scrubber is not None:
+            sc = ctx.scrubber
+            yield CounterMetricFamily("logbroker_scrubber_verified_bytes", "closed-segment bytes whose CRCs the "
+                                      "scrubber verified", sc.bytes_verified)  # fmt: skip
+            yield CounterMetricFamily("logbroker_scrubber_damaged_batches", "damaged stretches the scrubber found "
+                                      "and quarantined", sc.damaged_found)  # fmt: skip
+            yield GaugeMetricFamily("logbroker_quarantined_batches", "damaged stretches fenced off in the logs "
+                                    "(readers step over them)", sc.quarantined())  # fmt: skip
         yield from _BrokerCollector._fetch_sessions(ctx)
         yield from _BrokerCollector._buffers(ctx)
         yield GaugeMetricFamily("logbroker_topics", "topics, internal ones included", topics)

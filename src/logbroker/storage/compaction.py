@@ -95,6 +95,7 @@ class SegmentFile:
     base: int
     path: str
     mtime_ms: int
+    skip: tuple[tuple[int, int], ...] = ()  # quarantined stretches (position, size): damaged, never cleaned in
 
 
 @dataclass(frozen=True)
@@ -159,9 +160,13 @@ def _records(body: bytes, count: int) -> Iterator[tuple[bytes, int, int, bytes |
         pos = end
 
 
-def _batches(data: bytes) -> Iterator[tuple[BatchHeader, bytes]]:
+def _batches(data: bytes, skip: tuple[tuple[int, int], ...] = ()) -> Iterator[tuple[BatchHeader, bytes]]:
     pos = 0
+    jumps = dict(skip)
     while pos + HEADER_SIZE <= len(data):
+        if pos in jumps:  # a quarantined stretch: its offsets are a gap already, and stay one
+            pos += jumps[pos]
+            continue
         h = parse_header(data, pos)
         size = h.batch_length + LOG_OVERHEAD
         if pos + size > len(data):
@@ -232,7 +237,7 @@ def _scan_transactions(segments: list[SegmentFile], aborted: _Aborted, throttle:
         data = Path(seg.path).read_bytes()
         throttle.account(len(data))
         out.bytes_read += len(data)
-        for h, raw in _batches(data):
+        for h, raw in _batches(data, seg.skip):
             if h.producer_id != NO_PRODUCER_ID:
                 st.last_of_producer[h.producer_id] = h.base_offset
             if h.is_control:
@@ -322,7 +327,7 @@ def _clean_segments(job: CleanJob) -> CleanResult:
         data = Path(seg.path).read_bytes()
         throttle.account(len(data))
         out.bytes_read += len(data)
-        for h, raw in _batches(data):
+        for h, raw in _batches(data, seg.skip):
             if h.is_control or h.last_offset < job.first_dirty or aborted.marker_of(h) is not None:
                 continue
             body = decompress(h.compression, raw[HEADER_SIZE:])
@@ -331,7 +336,7 @@ def _clean_segments(job: CleanJob) -> CleanResult:
                 if key is not None and offset >= job.first_dirty:
                     latest[_key_id(key)] = offset
         included.append(seg)
-        end = nxt if nxt is not None else _segment_end(data, seg.base)
+        end = nxt if nxt is not None else _segment_end(data, seg.base, seg.skip)
     # 2. Transactions over the whole range; the last batch of each producer in it is kept, empty if need be,
     # for the producer's sequence state.
     txns = _scan_transactions(included, aborted, throttle, out)
@@ -354,9 +359,9 @@ def _clean_segments(job: CleanJob) -> CleanResult:
     return out
 
 
-def _segment_end(data: bytes, base: int) -> int:
+def _segment_end(data: bytes, base: int, skip: tuple[tuple[int, int], ...] = ()) -> int:
     end = base
-    for h, _raw in _batches(data):
+    for h, _raw in _batches(data, skip):
         end = h.next_offset
     return end
 
@@ -386,7 +391,7 @@ def _write_group(
         throttle.account(len(data))
         out.bytes_read += len(data)
         horizon_passed = job.now_ms - seg.mtime_ms > job.delete_retention_ms
-        for h, raw in _batches(data):
+        for h, raw in _batches(data, seg.skip):
             if h.is_control:
                 if h.base_offset in txns.kept_aborts:
                     entries.append(txns.kept_aborts[h.base_offset])
@@ -518,6 +523,9 @@ def finish_swap(directory: Path, staging: Path) -> int | None:
         # Staging holds every file of the new segment (an empty `.txnindex` too), so one that is missing there
         # has been moved.
         for old in replaced:
+            # A replaced segment's quarantine list goes (the cleaned segment holds none of its damage); the
+            # first one's before the renames, which would otherwise leave it beside the new segment.
+            (directory / f"{segment_name(old)}.quarantine").unlink(missing_ok=True)
             if old != base:
                 for suffix in SUFFIXES:
                     (directory / f"{segment_name(old)}{suffix}").unlink(missing_ok=True)
@@ -602,7 +610,8 @@ def plan(plog: PartitionLog, now_ms: int, max_keys: int, io_rate: float = float(
         reason = "tombstones past delete.retention.ms"
     if not reason:
         return None
-    files = tuple(SegmentFile(s.base_offset, str(s.log_path), int(os.stat(s.log_path).st_mtime * 1000))
+    files = tuple(SegmentFile(s.base_offset, str(s.log_path), int(os.stat(s.log_path).st_mtime * 1000),
+                              tuple((d.position, d.size) for d in s.quarantined))
                   for s in cleanable)  # fmt: skip
     aborted = tuple((e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset)
                     for e in plog.aborted_transactions(cleanable[0].base_offset, end))  # fmt: skip

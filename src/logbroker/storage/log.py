@@ -147,12 +147,15 @@ class PartitionLog:
                 cut = seg.recover(crc)
             elif not seg.load_indexes():
                 log.warning("%s: rebuilding indexes of segment %d", self.dir, base)
-                cut = seg.recover(crc)
+                cut = seg.recover(crc, closed=not last)
             elif last and not seg.check_tail(crc):
                 log.warning("%s: the tail of segment %d is torn or corrupt; recovering it", self.dir, base)
                 cut = seg.recover(crc)
             else:
                 cut = None
+            for d in seg.newly_quarantined:
+                log.warning("%s: segment %d: damaged stored bytes quarantined, %s; the batches after them are kept "
+                            "and readers step over the gap", self.dir, base, d.describe())  # fmt: skip
             if cut is not None:
                 self._report(seg, cut, None if last else bases[i + 1])
         # Drop segments recovery emptied (they hold no offsets) and empty trailing segments left by a crash

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import bisect
+import json
+import logging
 import os
 import struct
 from dataclasses import dataclass
@@ -27,6 +29,10 @@ _OFFSET_ENTRY = struct.Struct(">ii")  # relative offset, file position
 _TIME_ENTRY = struct.Struct(">qi")  # max timestamp so far, relative base offset of the batch holding it
 _I32 = struct.Struct(">i")
 _OFFSET_AND_LENGTH = struct.Struct(">qi")  # a batch's base offset and length, its first 12 bytes
+_MAGIC_AT = 16  # a batch's magic byte
+_RESYNC_CHUNK = 4 << 20
+
+log = logging.getLogger(__name__)
 # Batches walked (one 12-byte pread each) past the last indexed position a zero-copy read may end at.
 _RANGE_WALK = 64
 # A segment reserves space ahead (Segment._reserve) only once it holds this much: a partition that gets a few
@@ -100,6 +106,134 @@ class Truncation:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class Damaged:
+    """Stored bytes of a closed segment that are not an intact batch (a CRC that fails, framing that does not
+    parse): quarantined, so readers step over them as over a compacted range. The offsets are the gap's, from
+    the intact batches around it (a damaged header's own are not trusted)."""
+
+    position: int
+    size: int
+    first_offset: int
+    last_offset: int
+    reason: str
+
+    def describe(self) -> str:
+        span = f"offset {self.first_offset}" if self.first_offset == self.last_offset else (
+            f"offsets {self.first_offset}-{self.last_offset}")  # fmt: skip
+        return f"{span} ({self.size} bytes at byte {self.position}): {self.reason}"
+
+
+def batch_ok(fd: int, pos: int, file_size: int, expected: int) -> tuple[BatchHeader | None, str | None]:
+    """The header of the intact batch at `pos` (framing, offsets at or past `expected`, CRC32C), or None and
+    why not."""
+    head = os.pread(fd, HEADER_SIZE, pos)
+    if len(head) < HEADER_SIZE:
+        return None, f"a batch header cut short ({len(head)} of {HEADER_SIZE} bytes)"
+    h = parse_header(head)
+    size = h.batch_length + LOG_OVERHEAD
+    if h.magic != 2:
+        return None, f"a batch with magic {h.magic}"
+    if h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+        return None, f"a batch length of {h.batch_length}"
+    if pos + size > file_size:
+        return None, f"a torn batch ({file_size - pos} of {size} bytes)"
+    if h.base_offset < expected or h.last_offset_delta < 0:
+        return None, f"a batch at offset {h.base_offset} where {expected} or later was due"
+    crc = crc32c(head[ATTRIBUTES:])
+    done = HEADER_SIZE
+    while done < size:
+        part = os.pread(fd, min(8 << 20, size - done), pos + done)
+        if not part:
+            return None, "a torn batch"
+        crc = crc32c(part, crc)
+        done += len(part)
+    if crc != h.crc:
+        return None, "a CRC32C mismatch"
+    h.position = pos
+    return h, None
+
+
+def resync(fd: int, pos: int, file_size: int, expected: int) -> BatchHeader | None:
+    """The first intact batch after damaged bytes at `pos` (its magic byte where a batch's is, its offsets at
+    or past `expected`, its CRC32C right: a false match is a 1 in 2^32 chance on top of the framing), or
+    None when nothing after `pos` is one."""
+    start = pos + 1
+    while start + HEADER_SIZE <= file_size:
+        chunk = os.pread(fd, min(_RESYNC_CHUNK, file_size - start) + _MAGIC_AT, start)
+        i = chunk.find(b"\x02", _MAGIC_AT)
+        while i >= 0:
+            candidate = start + i - _MAGIC_AT
+            if candidate + HEADER_SIZE <= file_size:
+                h, _why = batch_ok(fd, candidate, file_size, expected)
+                if h is not None:
+                    return h
+            i = chunk.find(b"\x02", i + 1)
+        start += max(len(chunk) - _MAGIC_AT, 1)
+    return None
+
+
+def after_damage(fd: int, pos: int, file_size: int, expected: int) -> BatchHeader | None:
+    """The first intact batch after the bad one at `pos`: where the bad one's length says it ends, if its
+    framing still parses and an intact batch is there (a batch inside a damaged one's payload is never taken
+    for the next), else the first one found byte by byte; None when nothing intact follows."""
+    head = os.pread(fd, HEADER_SIZE, pos)
+    if len(head) == HEADER_SIZE:
+        h = parse_header(head)
+        end = pos + h.batch_length + LOG_OVERHEAD
+        if h.magic == 2 and h.batch_length >= HEADER_SIZE - LOG_OVERHEAD and end <= file_size:
+            if end == file_size:
+                return None
+            good, _why = batch_ok(fd, end, file_size, expected)
+            if good is not None:
+                return good
+    return resync(fd, pos, file_size, expected)
+
+
+@dataclass
+class Scrub:
+    """Where a scrub of one segment stands (`scrub_part` advances it)."""
+
+    position: int
+    expected: int  # the offset the next batch starts at or after
+    found: list[Damaged]
+    verified: int = 0  # bytes whose CRC was checked
+
+
+def scrub_part(fd: int, state: Scrub, file_size: int, end_offset: int, skip: dict[int, Damaged],
+               budget: int) -> Scrub:  # fmt: skip
+    """Verify batches (framing, offsets, CRC32C) from `state.position` until about `budget` bytes are checked
+    or the file ends: damaged stretches found are added to `state.found`, those in `skip` (quarantined
+    already) stepped over. Pure reads of `fd`: run in a thread, the descriptor pinned."""
+    checked = 0
+    pos, expected = state.position, state.expected
+    while pos < file_size and checked < budget:
+        known = skip.get(pos)
+        if known is not None:
+            pos += known.size
+            expected = known.last_offset + 1
+            continue
+        h, why = batch_ok(fd, pos, file_size, expected)
+        if h is not None:
+            size = h.batch_length + LOG_OVERHEAD
+            checked += size
+            pos += size
+            expected = h.next_offset
+            continue
+        good = after_damage(fd, pos, file_size, expected)
+        if good is None:
+            state.found.append(Damaged(pos, file_size - pos, expected, max(expected, end_offset - 1), why or ""))
+            checked += file_size - pos
+            pos = file_size
+            break
+        state.found.append(Damaged(pos, good.position - pos, expected, good.base_offset - 1, why or ""))
+        checked += good.position - pos
+        pos, expected = good.position, good.base_offset
+    state.position, state.expected = pos, expected
+    state.verified += checked
+    return state
+
+
 class Segment:
     """A log file whose batches start at `base_offset`; indexes hold an entry every `index_interval` bytes."""
 
@@ -115,6 +249,10 @@ class Segment:
         self.time_path = directory / f"{name}.timeindex"
         self.txn = TxnIndex(directory / f"{name}.txnindex")  # aborted transactions whose marker is here
         self.txn.load()
+        # Damaged stretches readers step over (recovery of a closed segment, the scrubber), by position.
+        self.quarantine_path = directory / f"{name}.quarantine"
+        self.quarantined: list[Damaged] = self._load_quarantine()
+        self.newly_quarantined: list[Damaged] = []  # by the last `recover`
         # Descriptors come from the broker's budget (`files`), opened when used, possibly closed between uses.
         self.files = files if files is not None else UNBOUNDED
         self._log = self.files.handle(self.log_path, append=False)
@@ -163,6 +301,51 @@ class Segment:
     def fd(self) -> int:
         """The log file's descriptor, opened again if the budget closed it."""
         return self._log.fd
+
+    @property
+    def handle(self) -> FileHandle:
+        return self._log
+
+    # ------------------------------------------------------------------ quarantine
+
+    def _load_quarantine(self) -> list[Damaged]:
+        try:
+            raw = json.loads(self.quarantine_path.read_text())
+            return sorted(Damaged(*entry) for entry in raw)
+        except FileNotFoundError:
+            return []
+        except (ValueError, TypeError) as exc:  # a damaged list: the scrubber finds the damage again
+            log.warning("%s: unreadable quarantine list (%s); ignored", self.quarantine_path, exc)
+            return []
+
+    def quarantine(self, found: list[Damaged]) -> list[Damaged]:
+        """Add damaged stretches (written atomically beside the segment); returns those that were new."""
+        known = {d.position for d in self.quarantined}
+        new = [d for d in found if d.position not in known]
+        if not new:
+            return []
+        self.quarantined = sorted([*self.quarantined, *new])
+        tmp = self.quarantine_path.with_name(self.quarantine_path.name + ".tmp")
+        with open(tmp, "w") as f:
+            json.dump([[d.position, d.size, d.first_offset, d.last_offset, d.reason] for d in self.quarantined], f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.quarantine_path)
+        return new
+
+    def _skip(self, pos: int) -> int:
+        """`pos`, or the end of the quarantined stretch starting at `pos`."""
+        for d in self.quarantined:
+            if d.position == pos:
+                return pos + d.size
+        return pos
+
+    def _quarantine_after(self, pos: int) -> int | None:
+        """Where the first quarantined stretch at or after `pos` starts (None: none does)."""
+        for d in self.quarantined:
+            if d.position >= pos:
+                return d.position
+        return None
 
     def unsynced(self) -> Unsynced | None:
         """The log file's descriptor for the fsync thread, if it is open and holds writes no sync covered
@@ -219,19 +402,37 @@ class Segment:
         end, _why, _next = self._scan(start, expected, index=False, verify_crc=verify_crc)
         return end == self.size
 
-    def recover(self, verify_crc: bool = True) -> Truncation | None:
+    def recover(self, verify_crc: bool = True, closed: bool = False) -> Truncation | None:
         """Validate every batch (framing, offsets and, with `verify_crc`, CRC32C), truncate at the first torn
         or corrupt one, rebuild both indexes. Returns what was cut (None when the segment was intact).
 
         Without `verify_crc` a well-framed batch whose CRC fails is kept: for logs whose reader checks every
         CRC itself and can skip one damaged batch (internal logs) instead of losing all that follows it.
+
+        A `closed` segment (not the log's last: its bytes were synced long ago, so damage is rot, not a torn
+        write) keeps every intact batch after a damaged stretch: the stretch is quarantined (`quarantined`,
+        `newly_quarantined`) and readers step over its offsets. Only damage with nothing intact after it is
+        cut. The active segment is cut at the first bad batch, as Kafka's recovery does: batches after it were
+        never acknowledged as durable, and keeping them would put a producer's sequence out of order.
         """
         self.idx_offsets, self.idx_positions, self.time_stamps, self.time_offsets = [], [], [], []
         self.max_timestamp = self.max_timestamp_rel = -1
         self.next_offset = self.base_offset
         self._bytes_since_index = 0
         self._open_index_files(truncate=True)
-        end, why, next_offset = self._scan(0, self.base_offset, index=True, verify_crc=verify_crc)
+        self.newly_quarantined: list[Damaged] = []
+        pos, expected = 0, self.base_offset
+        while True:
+            end, why, next_offset = self._scan(pos, expected, index=True, verify_crc=verify_crc)
+            if why is None or not closed or not verify_crc or self._zeros_from(end):
+                break
+            good = after_damage(self.fd, end, self.size, next_offset)
+            if good is None:
+                break
+            self.newly_quarantined.append(Damaged(end, good.position - end, next_offset, good.base_offset - 1, why))
+            pos, expected = good.position, good.base_offset
+        if self.newly_quarantined:
+            self.quarantine(self.newly_quarantined)
         cut = None
         if end < self.size:
             if not self._zeros_from(end):  # zeros are space reserved ahead and never written: nothing lost
@@ -377,6 +578,10 @@ class Segment:
     def iter_headers(self, start: int = 0):
         pos = start
         while pos + HEADER_SIZE <= self.size:
+            if self.quarantined:
+                pos = self._skip(pos)
+                if pos + HEADER_SIZE > self.size:
+                    return
             h = self._header_at(pos)
             if h is None or h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
                 return
@@ -404,6 +609,10 @@ class Segment:
         done): a fresh megabyte per fetch is zeroed and page-faulted by the kernel again and again, which
         measured slower than the read itself. Nothing at or after byte `limit` (a batch boundary) is returned."""
         end_of_data = self.size if limit is None else min(limit, self.size)
+        if self.quarantined:
+            position = self._skip(position)
+            if (stop := self._quarantine_after(position)) is not None:
+                end_of_data = min(end_of_data, stop)
         if position >= end_of_data:
             return memoryview(b"")
         want = max(min(max_bytes, end_of_data - position), HEADER_SIZE)
@@ -440,6 +649,10 @@ class Segment:
         `limit_offset` bound a read_committed read at the last stable offset."""
         position = first.position
         end_of_data = self.size if limit is None else min(limit, self.size)
+        if self.quarantined and (stop := self._quarantine_after(position)) is not None and stop < end_of_data:
+            end_of_data = stop
+            limit = stop if limit is None else min(limit, stop)
+            limit_offset = next(d.first_offset for d in self.quarantined if d.position == stop)
         if position >= end_of_data:
             return None
         first_end = position + first.batch_length + LOG_OVERHEAD
@@ -516,7 +729,7 @@ class Segment:
 
     def delete(self) -> None:
         self.close()
-        for p in (self.log_path, self.index_path, self.time_path, self.txn.path):
+        for p in (self.log_path, self.index_path, self.time_path, self.txn.path, self.quarantine_path):
             try:
                 p.unlink()
             except FileNotFoundError:
