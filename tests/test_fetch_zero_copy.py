@@ -247,6 +247,60 @@ def test_no_descriptor_outlives_its_answer(tmp_path: Path) -> None:
         proc.kill()
 
 
+def test_a_client_closing_during_a_long_poll_is_no_warning(tmp_path: Path) -> None:
+    """Issue 32: "a fetch answer could not be sent: os.sendfile call failed" closed consumers that had gone
+    already: reads are paused while a fetch waits, so the client's close went unseen; the frame header then
+    drew a reset, and asyncio turns the sendfile's EPIPE into that message, errno dropped. A client that
+    leaves mid-fetch is normal: it is no WARNING, and nothing leaks."""
+    proc = BrokerProcess(tmp_path / "data")
+    proc.start()
+    try:
+        topic = "zc-gone"
+        create_topic(proc.bootstrap, topic)
+        _produce(proc.bootstrap, topic, _values(4, "h"))
+        for _ in range(5):
+            c = Connection(LOOPBACK, proc.port)
+            # min_bytes out of reach: the answer (a file range) goes out when max_wait_ms is up.
+            c.send(fetch_request(topic, 0, 0, max_wait_ms=300, max_bytes=8 << 20, min_bytes=50_000_000))
+            c.sock.shutdown(socket.SHUT_WR)
+            c.close()
+        time.sleep(1.0)
+        with Connection(LOOPBACK, proc.port) as c:  # still serving
+            resp = c.do(fetch_request(topic, 0, 0, max_wait_ms=0, max_bytes=8 << 20))
+            assert len(decode_records(resp.responses[0].partitions[0].records)) == 4
+        log = proc.log_path.read_text()
+        assert "could not be sent" not in log and "Traceback" not in log, log[-2000:]
+    finally:
+        proc.kill()
+
+
+def test_an_answer_the_kernel_will_not_splice_is_copied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """When sendfile fails before a byte goes out and the client is still there, the answer is sent by
+    copying its stored bytes instead of closing the connection (an in-process broker, os.sendfile failing)."""
+    import errno
+
+    from logbroker.embedded import EmbeddedBroker
+
+    real = os.sendfile
+    failures = {"n": 0}
+
+    def failing(out_fd: int, in_fd: int, offset: int | None, count: int) -> int:
+        failures["n"] += 1
+        raise OSError(errno.EINVAL, "no splice today")
+
+    with EmbeddedBroker(tmp_path / "data") as broker:
+        topic = "zc-copied"
+        create_topic(broker.bootstrap, topic)
+        want = _values(6, "c")
+        _produce(broker.bootstrap, topic, want)
+        monkeypatch.setattr(os, "sendfile", failing)
+        try:
+            got = _consume(broker.bootstrap, topic, len(want))
+        finally:
+            monkeypatch.setattr(os, "sendfile", real)
+        assert got == want and failures["n"] > 0
+
+
 def test_answers_in_flight_share_their_segments_descriptor(tmp_path: Path) -> None:
     """Forty clients that never read a large answer: each costs the broker its socket, not a descriptor
     of the stored file more (answers from one segment pin its one descriptor)."""

@@ -340,6 +340,11 @@ class BrokerSettings(BaseSettings):
     transactional_id_expiration_ms: int = Field(
         604_800_000, ge=1, description="forget a transactional id idle (no transaction open) this long"
     )
+    transaction_partition_verification_enable: bool = Field(
+        True,
+        description="verify a transactional batch's partition with the coordinator before appending it (KIP-890; "
+        "Produce v12+ is always verified)",
+    )
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = Field(
         10_000, ge=1, description="how often transactions past their timeout are aborted"
     )

@@ -125,6 +125,8 @@ def _catalogue() -> dict[str, BrokerConfig]:
         BrokerConfig("offsets.topic.num.partitions", T.INT, "50", "offsets_topic_num_partitions"),
         BrokerConfig("max.request.partition.size.limit", T.INT, "2000", "max_request_partition_size_limit"),
         BrokerConfig("transaction.state.log.num.partitions", T.INT, "50", "transaction_state_log_num_partitions"),
+        BrokerConfig("transaction.partition.verification.enable", T.BOOLEAN, "true",
+                     "transaction_partition_verification_enable", True),
         BrokerConfig("auto.create.topics.enable", T.BOOLEAN, "true", "auto_create_topics"),
         BrokerConfig("delete.topic.enable", T.BOOLEAN, "true", "delete_topic_enable"),
         BrokerConfig("socket.request.max.bytes", T.INT, "104857600", "socket_request_max_bytes"),

@@ -240,6 +240,7 @@ class BrokerContext:
             sync=self.sync,
             persist=self._persist_internal,
             next_producer_id=self._producer_ids.next_id,
+            open_logs=self._logs_with_open_transactions,
             complete_offsets=self._groups.complete_txn,
         )
         self._share = ShareCoordinator(
@@ -370,6 +371,11 @@ class BrokerContext:
         if self._txns is None:
             raise RuntimeError("the broker context is not open")
         return self._txns
+
+    def _logs_with_open_transactions(self) -> list[tuple[str, int, PartitionLog]]:
+        if self._logs is None:
+            return []
+        return [(t, i, plog) for (t, i), plog in self._logs.logs.items() if plog.producers.ongoing]
 
     def untrusted_stores(self) -> dict[str, str]:
         """Security stores with damaged records (store -> what and where), distrusted until an operator

@@ -10,6 +10,7 @@ import contextlib
 import ipaddress
 import itertools
 import logging
+import os
 import resource
 import socket
 import ssl
@@ -873,20 +874,37 @@ class ClientConnection(asyncio.BufferedProtocol):
         user space); its frame bytes go through the transport between them."""
         t = self.transport
         loop = asyncio.get_running_loop()
+        parts = frame.parts
+        i = 0
         try:
-            for part in frame.parts:
+            while i < len(parts):
+                part = parts[i]
                 if t is None or self._closed or t.is_closing():
                     return
                 if isinstance(part, memoryview):
                     t.write(part)
+                    i += 1
                     continue
                 with open(part.fd, "rb", buffering=0, closefd=False) as f:
-                    sent = await loop.sendfile(t, f, part.position, part.length, fallback=False)
+                    try:
+                        sent = await loop.sendfile(t, f, part.position, part.length, fallback=False)
+                    except asyncio.SendfileNotAvailableError:
+                        # asyncio's word for any error before the first byte went (the errno is dropped): the
+                        # client closed meanwhile (reads are paused during a fetch, so its close went unseen),
+                        # or the kernel would not splice this file. Nothing of this part went out either way.
+                        if self._peer_gone(t):
+                            raise ConnectionResetError("the client closed the connection") from None
+                        self._copy_out(t, parts[i:])
+                        return
                 if sent != part.length:  # the file shrank under us: the frame cannot be completed
                     raise OSError(f"sent {sent} of {part.length} stored bytes")
+                i += 1
         except (OSError, RuntimeError) as exc:
             if not self._closed:
-                log.warning("closing connection from %s: a fetch answer could not be sent: %s", self.peer, exc)
+                if isinstance(exc, ConnectionError) or (t is not None and self._peer_gone(t)):
+                    log.debug("connection from %s closed by the client during a fetch answer: %s", self.peer, exc)
+                else:
+                    log.warning("closing connection from %s: a fetch answer could not be sent: %s", self.peer, exc)
                 self._fail()
         finally:
             frame.close()
@@ -894,6 +912,33 @@ class ClientConnection(asyncio.BufferedProtocol):
             if not self._closed:
                 self._track_unsent()
                 self._drain()
+
+    @staticmethod
+    def _peer_gone(t: asyncio.Transport) -> bool:
+        """Whether the client has closed or reset the connection (a peek at the socket; reading is paused
+        while a fetch answer is being sent, so nothing else would have noticed)."""
+        if t.is_closing():
+            return True
+        sock = t.get_extra_info("socket")
+        if sock is None:
+            return False
+        try:
+            with socket.socket(sock.family, sock.type, fileno=os.dup(sock.fileno())) as peek:
+                return peek.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            return False  # open, nothing sent: alive
+        except OSError:
+            return True  # reset
+
+    def _copy_out(self, t: asyncio.Transport, parts: list[Any]) -> None:
+        """Send the rest of a spliced answer by copying its stored bytes (when the kernel would not splice)."""
+        for part in parts:
+            if isinstance(part, memoryview):
+                t.write(part)
+            else:
+                buf = bytearray(len(part))
+                part.read_into(memoryview(buf))
+                t.write(buf)
 
     # ------------------------------------------------------------------ teardown
 

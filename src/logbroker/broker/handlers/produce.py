@@ -262,10 +262,16 @@ def _append(
     buf = records if isinstance(records, memoryview) and not records.readonly else memoryview(bytearray(records))
     batch = buf[:size]
     cfg = plog.config
-    if transactional_id is not None and len(batch) >= HEADER_SIZE and batch[ATTRIBUTES + 1] & TRANSACTIONAL_FLAG:
+    if (
+        transactional_id is not None
+        and len(batch) >= HEADER_SIZE
+        and batch[ATTRIBUTES + 1] & TRANSACTIONAL_FLAG
+        and (ctx.settings.transaction_partition_verification_enable or version >= 12)
+    ):
         # Verified with the coordinator before anything else, as Kafka does (KIP-890 part 1): the partition
         # must be in the producer's open transaction. Checked and appended with no await in between, so an
-        # EndTxn cannot slip its marker in before this batch.
+        # EndTxn cannot slip its marker in before this batch. Kafka skips it when
+        # transaction.partition.verification.enable is false, for Produce up to v11 (v12+ adds the partition).
         pid, epoch = _PID_EPOCH.unpack_from(batch, PRODUCER_ID)
         err = ctx.txns.check_produce(transactional_id, pid, epoch, (topic, index), version)
         if err != E.NONE:

@@ -75,6 +75,7 @@ class TxnCoordinator:
         persist: Callable[[PartitionLog], Awaitable[None]],
         next_producer_id: Callable[[], int],
         complete_offsets: Callable[[int, Iterable[str], bool], Awaitable[None]],
+        open_logs: Callable[[], Iterable[tuple[str, int, PartitionLog]]] = tuple,
     ) -> None:
         self.store = store
         self.settings = settings
@@ -84,6 +85,10 @@ class TxnCoordinator:
         self._persist_cb = persist
         self._next_pid = next_producer_id
         self._complete_offsets = complete_offsets
+        self._open_logs = open_logs  # partitions holding open transactions (`abort_hanging`)
+        # Hanging transactions found (topic, partition, producer id, first offset) -> when first seen.
+        self.hanging: dict[tuple[str, int, int, int], int] = {}
+        self.hanging_aborted = 0
         self.txns: dict[str, TxnMeta] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._sweeper: asyncio.Task[None] | None = None
@@ -102,6 +107,7 @@ class TxnCoordinator:
             if meta.state in PREPARED:
                 meta.pending = True
                 self._spawn(self._finish(meta, meta.state == TxnState.PREPARE_COMMIT, recovering=True))
+        self.find_hanging()  # said at start, not only after the first sweep
         self._sweeper = asyncio.create_task(self._sweep_loop(), name="txn-sweeper")
 
     async def stop(self) -> None:
@@ -343,6 +349,7 @@ class TxnCoordinator:
             await asyncio.sleep(min(abort_every, max(next_expire - loop.time(), 0.001)))
             try:
                 await self.abort_timed_out()
+                await self.abort_hanging()
                 if loop.time() >= next_expire:
                     next_expire = loop.time() + expire_every
                     await self.expire_ids()
@@ -376,6 +383,74 @@ class TxnCoordinator:
             )
             await self.abort_fencing(meta)
         return len(due)
+
+    def find_hanging(self, now: int | None = None) -> list[tuple[str, int, int, int, int]]:
+        """Open transactions in partition logs that no coordinator state explains (Kafka's `kafka-transactions
+        find-hanging`: the producer's transaction is unknown here, over, or does not name the partition), as
+        (topic, partition, producer id, first offset, last write ms). Each is logged at ERROR when first found:
+        read_committed readers of its partition cannot get past its first offset until it ends."""
+        now = now_ms() if now is None else now
+        explained: dict[int, TxnMeta] = {}
+        for m in self.txns.values():
+            if m.state in (TxnState.ONGOING, *PREPARED) or m.pending:
+                explained[m.producer_id] = m
+        found = []
+        seen = set()
+        for topic, index, plog in self._open_logs():
+            for pid, first in list(plog.producers.ongoing.items()):
+                meta = explained.get(pid)
+                if meta is not None and (topic, index) in meta.partitions:
+                    continue
+                entry = plog.producers.producers.get(pid)
+                last = entry.last_timestamp if entry is not None else -1
+                key = (topic, index, pid, first)
+                seen.add(key)
+                found.append((topic, index, pid, first, last))
+                if key not in self.hanging:
+                    self.hanging[key] = now
+                    log.error(
+                        "%s-%d: a transaction of producer id %d open since offset %d is unknown to the transaction "
+                        "coordinator (a hanging transaction: its state was lost, or a client wrote without adding "
+                        "the partition); read_committed readers stop at that offset. It is aborted once it has "
+                        "been idle for transaction.max.timeout.ms (%d ms), or now with kafka-transactions.sh abort "
+                        "--topic %s --partition %d --start-offset %d",
+                        topic, index, pid, first, self.settings.max_timeout_ms, topic, index, first,
+                    )  # fmt: skip
+        for key in [k for k in self.hanging if k not in seen]:
+            del self.hanging[key]  # ended (a marker came: the tool's abort, or ours)
+        return found
+
+    async def abort_hanging(self, now: int | None = None) -> int:
+        """Abort, with an ABORT marker in the partition, every hanging transaction (`find_hanging`) whose
+        producer has not written for transaction.max.timeout.ms: no client can end it any more."""
+        now = now_ms() if now is None else now
+        aborted = 0
+        for topic, index, pid, first, last in self.find_hanging(now):
+            if now - last < self.settings.max_timeout_ms:
+                continue
+            plog = self._get_log(topic, index)
+            if plog is None or plog.producers.ongoing.get(pid) != first:
+                continue
+            entry = plog.producers.producers.get(pid)
+            epoch = entry.epoch if entry is not None else 0
+            try:
+                offset, _done = plog.append_marker(pid, epoch, False, max(entry.coordinator_epoch, 0) if entry else 0)
+            except SequenceError as exc:
+                log.error("%s-%d: the hanging transaction of producer id %d could not be aborted: %s",
+                          topic, index, pid, exc)  # fmt: skip
+                continue
+            self._appended(plog, topic, index)
+            aborted += 1
+            self.hanging.pop((topic, index, pid, first), None)
+            log.error(
+                "%s-%d: aborted the hanging transaction of producer id %d (epoch %d) open since offset %d, idle for "
+                "%d ms: ABORT marker at offset %d; read_committed readers go on past it",
+                topic, index, pid, epoch, first, now - last, offset,
+            )  # fmt: skip
+        if aborted:
+            self.hanging_aborted += aborted
+            await self._sync()
+        return aborted
 
     async def expire_ids(self, now: int | None = None) -> int:
         """Forget transactional ids idle for transactional.id.expiration.ms (Kafka's expiry)."""
