@@ -176,8 +176,11 @@ def test_compaction_keeps_the_latest_value_of_every_key(quick: str) -> None:
 @pytest.mark.parametrize("rounds", [4, pytest.param(20, marks=pytest.mark.slow)])
 def test_kill_9_while_cleaning_loses_nothing_compaction_may_not_drop(tmp_path: Any, rounds: int) -> None:
     """Rounds of: updates acknowledged, the cleaner busy on small segments, kill -9 at a random moment; after
-    each restart every key reads back its latest acknowledged value (logbroker's own: Kafka is not killed)."""
+    each restart every key reads back its latest acknowledged value, and no process of the killed broker is
+    left (logbroker's own: Kafka is not killed)."""
     import random
+
+    import psutil
 
     rng = random.Random(14)
     proc = BrokerProcess(tmp_path / "data", env={"LOGBROKER_LOG_CLEANER_BACKOFF_MS": "20"})
@@ -197,7 +200,11 @@ def test_kill_9_while_cleaning_loses_nothing_compaction_may_not_drop(tmp_path: A
             produce(proc.bootstrap, topic, batch)
             want.update(batch)
             time.sleep(rng.random() * 0.3)
+            assert proc.proc is not None
+            children = psutil.Process(proc.proc.pid).children(recursive=True)
             proc.kill()
+            _gone, alive = psutil.wait_procs(children, timeout=5)  # no cleaner outlives its broker
+            assert not alive, [(p.pid, p.cmdline()) for p in alive]
             proc.start()
             # The killed round's uncommitted staging is gone on open (its worker died with it); a new worker
             # needs a second or more to start, so none of this broker's is here yet.

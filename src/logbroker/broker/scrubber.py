@@ -56,7 +56,12 @@ class Scrubber:
                 for seg in list(plog.segments[:-1]):  # closed segments: the active one is still written
                     key = (str(plog.dir), seg.base_offset)
                     if key not in self._verified:
-                        await self._scrub(plog, seg)
+                        try:
+                            await self._scrub(plog, seg)
+                        except asyncio.CancelledError:
+                            raise
+                        except Exception:  # one segment's trouble must not end scrubbing for good
+                            log.exception("%s: scrubbing segment %d failed", plog.dir.name, seg.base_offset)
                         self._verified.add(key)
             self.passes += 1
             self._verified.clear()
@@ -74,13 +79,16 @@ class Scrubber:
             fd = handle.pin()
             before = state.verified
             t0 = time.monotonic()
+            read = asyncio.ensure_future(
+                asyncio.to_thread(scrub_part, fd, state, seg.size, seg.next_offset, skip, budget)
+            )
+            # The descriptor stays pinned until the thread is done with it, even if this task is cancelled.
+            read.add_done_callback(lambda _f, handle=handle: handle.unpin())
             try:
-                state = await asyncio.to_thread(scrub_part, fd, state, seg.size, seg.next_offset, skip, budget)
+                state = await asyncio.shield(read)
             except OSError as exc:
                 log.warning("%s: segment %d could not be scrubbed: %s", plog.dir.name, seg.base_offset, exc)
                 return
-            finally:
-                handle.unpin()
             done = state.verified - before
             self.bytes_verified += done
             if state.found and any(x is seg for x in plog.segments):

@@ -201,14 +201,7 @@ class Broker:
             await self._close_metrics()
             raise
         self._tasks.append(asyncio.create_task(self._housekeeping(), name="housekeeping"))
-        log.info(
-            "logbroker serving %d listener(s), data in %s, fsync=%s, authorizer %s%s",
-            len(self.listeners),
-            self.settings.data_dir,
-            self.settings.fsync.value,
-            "on (ACLs enforced)" if ctx.authorizer is not None else "off",
-            "" if ctx.clean_start else " (recovered after unclean shutdown)",
-        )
+        # Before the "serving" line: whoever waits for that line finds these said.
         if ctx.authorizer is None:
             for spec in ctx.listeners:
                 if why := _open_listener_risk(spec):
@@ -218,6 +211,14 @@ class Broker:
                         "--authorizer, with super_users)",
                         spec.name, spec.protocol, spec.host or "*", spec.port, why,
                     )  # fmt: skip
+        log.info(
+            "logbroker serving %d listener(s), data in %s, fsync=%s, authorizer %s%s",
+            len(self.listeners),
+            self.settings.data_dir,
+            self.settings.fsync.value,
+            "on (ACLs enforced)" if ctx.authorizer is not None else "off",
+            "" if ctx.clean_start else " (recovered after unclean shutdown)",
+        )
         self.started.set()
 
     async def stop(self) -> None:
@@ -1098,6 +1099,13 @@ class TlsClientConnection(ClientConnection):
             self.transport.abort()
         elif self._raw is not None:
             self._raw.abort()
+
+    def close(self) -> None:
+        if self.transport is None and self._raw is not None:  # still in the handshake: nothing to flush
+            self._closed = True
+            self._raw.close()
+            return
+        super().close()
 
 
 def raise_fd_limit() -> int:

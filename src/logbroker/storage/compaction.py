@@ -161,18 +161,30 @@ def _records(body: bytes, count: int) -> Iterator[tuple[bytes, int, int, bytes |
 
 
 def _batches(data: bytes, skip: tuple[tuple[int, int], ...] = ()) -> Iterator[tuple[BatchHeader, bytes]]:
+    """The intact batches of a segment's bytes, quarantined stretches stepped over. A batch whose CRC fails (rot
+    not fenced off yet) is left out: a rebuilt batch would get a valid CRC over damaged records. Framing that
+    breaks before the end (reserved zeros aside) fails the cleaning: a cleaned segment must not lose the
+    batches after it, and the scrubber or an index rebuild fences the stretch off for the next round."""
+    view = memoryview(data)
     pos = 0
     jumps = dict(skip)
-    while pos + HEADER_SIZE <= len(data):
+    while pos < len(data):
         if pos in jumps:  # a quarantined stretch: its offsets are a gap already, and stay one
             pos += jumps[pos]
             continue
+        if pos + HEADER_SIZE > len(data):
+            break
         h = parse_header(data, pos)
         size = h.batch_length + LOG_OVERHEAD
-        if pos + size > len(data):
-            return
+        if h.magic != 2 or h.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + size > len(data):
+            break
+        if crc32c(view[pos + _CRC_FROM : pos + size]) != h.crc:
+            pos += size
+            continue
         yield h, data[pos : pos + size]
         pos += size
+    if pos < len(data) and view[pos:].tobytes().count(0) != len(data) - pos:
+        raise ValueError(f"unreadable batch framing at byte {pos} (not yet quarantined)")
 
 
 class _Throttle:

@@ -37,7 +37,7 @@ from logbroker.protocol.records import (
 
 from .files import fsync_dir
 from .log import LogConfig, PartitionLog
-from .segment import Segment
+from .segment import Segment, after_damage
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,7 @@ READ_CHUNK = 8 << 20
 # fdatasync a file-length commit (see Segment._reserve). Four such logs reserve a megabyte between them.
 PREALLOCATE = 256 << 10
 MAX_DAMAGE_LINES = 20  # per load; the rest are counted in one summary line
+CUT_NOTE = "damage-cut.json"  # a `keep_damage` log's record of what recovery cut (gone from disk)
 
 Key = tuple[Any, ...]
 Record = tuple[Key, Any]  # (key, JSON value); a None value deletes the key
@@ -94,6 +95,43 @@ class InternalLog:
         self.log = PartitionLog(self.dir, self.config, clean_shutdown, verify_crc=False, preallocate=PREALLOCATE)
         self.records_in_log = 0
         self.damage: list[Damage] = []  # found by the last load()
+        if keep_damage:
+            self._note_cuts(clean_shutdown)
+
+    def _note_cuts(self, clean_shutdown: bool) -> None:
+        """What recovery cut that was not a torn tail (after a clean stop nothing may be cut at all) is damage
+        too, and its bytes are gone: written down (`CUT_NOTE`) so that every start distrusts the log until
+        an operator accepts the loss."""
+        torn = ("a torn batch", "a batch header cut short")
+        cuts = [
+            [base, cut.position, cut.bytes, cut.first_offset, cut.last_offset, f"cut by recovery: {cut.reason}"]
+            for base, cut in self.log.truncations
+            if clean_shutdown or not cut.reason.startswith(torn)
+        ]
+        if not cuts:
+            return
+        note = self.dir / CUT_NOTE
+        try:
+            earlier = json.loads(note.read_text())
+        except (FileNotFoundError, ValueError):
+            earlier = []
+        tmp = self.dir / f"{CUT_NOTE}.part"
+        with open(tmp, "w") as f:
+            json.dump([*earlier, *cuts], f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, note)
+        fsync_dir(self.dir)
+
+    def _noted_cuts(self) -> list[Damage]:
+        if not self.keep_damage:
+            return []
+        try:
+            return [Damage(*entry) for entry in json.loads((self.dir / CUT_NOTE).read_text())]
+        except FileNotFoundError:
+            return []
+        except (ValueError, TypeError) as exc:
+            return [Damage(0, 0, 0, None, None, f"unreadable {CUT_NOTE} ({exc})")]
 
     def _side(self, suffix: str) -> Path:
         return self.dir.with_name(self.dir.name + suffix)
@@ -107,7 +145,7 @@ class InternalLog:
         superseded, the log is rewritten with only the live records."""
         live: dict[Key, Any] = {}
         count = 0
-        self.damage = []
+        self.damage = self._noted_cuts()
         for key, value in self._replay():
             count += 1
             if value is None:
@@ -141,7 +179,7 @@ class InternalLog:
 
     def _live(self) -> dict[Key, Any]:
         live: dict[Key, Any] = {}
-        self.damage = []
+        self.damage = self._noted_cuts()
         for key, value in self._replay():
             if value is None:
                 live.pop(key, None)
@@ -170,11 +208,20 @@ class InternalLog:
                 yield from decoded
 
     def _batches(self, seg: Segment) -> Iterator[tuple[BatchHeader, memoryview]]:
-        """(header, whole batch bytes) of each batch of the segment, read in large chunks; stops at the first
-        batch whose framing is broken (nothing after it can be located), recording the rest as damage."""
+        """(header, whole batch bytes) of each batch of the segment, read in large chunks. A quarantined stretch
+        (recovery fenced it off) is stepped over and recorded as damage; so is broken framing, up to the next
+        intact batch (found byte by byte), or to the end when none follows: what was appended after damage
+        is read back."""
         pos = 0
+        expected = seg.base_offset
         buf, buf_at = memoryview(b""), 0  # the chunk read last, and its file position
+        fenced = {d.position: d for d in seg.quarantined}
         while pos < seg.size:
+            if (d := fenced.get(pos)) is not None:
+                self.damage.append(Damage(seg.base_offset, pos, d.size, d.first_offset, d.last_offset,
+                                          f"quarantined: {d.reason}"))  # fmt: skip
+                pos += d.size
+                continue
             at = pos - buf_at
             if at + HEADER_SIZE > len(buf):
                 buf, buf_at, at = memoryview(os.pread(seg.fd, min(READ_CHUNK, seg.size - pos), pos)), pos, 0
@@ -183,8 +230,15 @@ class InternalLog:
                     return
             h = parse_header(buf, at)
             if h.magic != 2 or h.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + h.size > seg.size:
-                self._framing_lost(seg, pos, h, "an unreadable batch header")
-                return
+                good = after_damage(seg.fd, pos, seg.size, expected)
+                if good is None:
+                    self._framing_lost(seg, pos, h, "an unreadable batch header")
+                    return
+                self.damage.append(Damage(seg.base_offset, pos, good.position - pos, expected,
+                                          good.base_offset - 1, "an unreadable batch header"))  # fmt: skip
+                pos = good.position
+                buf, buf_at = memoryview(b""), 0
+                continue
             if at + h.size > len(buf):
                 buf, buf_at, at = (
                     memoryview(os.pread(seg.fd, max(h.size, min(READ_CHUNK, seg.size - pos)), pos)),
@@ -194,6 +248,7 @@ class InternalLog:
             h.position = pos
             yield h, buf[at : at + h.size]
             pos += h.size
+            expected = max(expected, h.next_offset)
 
     def _framing_lost(self, seg: Segment, pos: int, h: BatchHeader | None, reason: str) -> None:
         first = h.base_offset if h is not None and h.magic == 2 and h.base_offset >= 0 else None

@@ -173,6 +173,21 @@ def resync(fd: int, pos: int, file_size: int, expected: int) -> BatchHeader | No
     return None
 
 
+def _at(d: Damaged) -> int:
+    return d.position
+
+
+def zeros_from(fd: int, pos: int, file_size: int) -> bool:
+    """Whether the file holds only zero bytes from `pos` to `file_size` (space reserved ahead, never written)."""
+    chunk = 1 << 20
+    while pos < file_size:
+        part = os.pread(fd, min(chunk, file_size - pos), pos)
+        if not part or part.count(0) != len(part):
+            return False
+        pos += len(part)
+    return True
+
+
 def after_damage(fd: int, pos: int, file_size: int, expected: int) -> BatchHeader | None:
     """The first intact batch after the bad one at `pos`: where the bad one's length says it ends, if its
     framing still parses and an intact batch is there (a batch inside a damaged one's payload is never taken
@@ -220,6 +235,10 @@ def scrub_part(fd: int, state: Scrub, file_size: int, end_offset: int, skip: dic
             pos += size
             expected = h.next_offset
             continue
+        if zeros_from(fd, pos, file_size):  # reserved space a crash left untrimmed: not damage
+            checked += file_size - pos
+            pos = file_size
+            break
         good = after_damage(fd, pos, file_size, expected)
         if good is None:
             state.found.append(Damaged(pos, file_size - pos, expected, max(expected, end_offset - 1), why or ""))
@@ -311,7 +330,7 @@ class Segment:
     def _load_quarantine(self) -> list[Damaged]:
         try:
             raw = json.loads(self.quarantine_path.read_text())
-            return sorted(Damaged(*entry) for entry in raw)
+            return sorted((Damaged(*entry) for entry in raw), key=_at)
         except FileNotFoundError:
             return []
         except (ValueError, TypeError) as exc:  # a damaged list: the scrubber finds the damage again
@@ -324,7 +343,7 @@ class Segment:
         new = [d for d in found if d.position not in known]
         if not new:
             return []
-        self.quarantined = sorted([*self.quarantined, *new])
+        self.quarantined = sorted([*self.quarantined, *new], key=_at)
         tmp = self.quarantine_path.with_name(self.quarantine_path.name + ".tmp")
         with open(tmp, "w") as f:
             json.dump([[d.position, d.size, d.first_offset, d.last_offset, d.reason] for d in self.quarantined], f)
@@ -334,10 +353,15 @@ class Segment:
         return new
 
     def _skip(self, pos: int) -> int:
-        """`pos`, or the end of the quarantined stretch starting at `pos`."""
-        for d in self.quarantined:
-            if d.position == pos:
-                return pos + d.size
+        """`pos`, or, when quarantined stretches cover it (an index entry may point inside one; stretches may
+        follow one another), where the last of them ends."""
+        moved = True
+        while moved:
+            moved = False
+            for d in self.quarantined:
+                if d.position <= pos < d.position + d.size:
+                    pos = d.position + d.size
+                    moved = True
         return pos
 
     def _quarantine_after(self, pos: int) -> int | None:
@@ -413,7 +437,8 @@ class Segment:
         write) keeps every intact batch after a damaged stretch: the stretch is quarantined (`quarantined`,
         `newly_quarantined`) and readers step over its offsets. Only damage with nothing intact after it is
         cut. The active segment is cut at the first bad batch, as Kafka's recovery does: batches after it were
-        never acknowledged as durable, and keeping them would put a producer's sequence out of order.
+        never acknowledged as durable, and keeping them would put a producer's sequence out of order. Internal
+        logs (no `verify_crc`) fence off broken framing in any segment: their replay reports the stretch.
         """
         self.idx_offsets, self.idx_positions, self.time_stamps, self.time_offsets = [], [], [], []
         self.max_timestamp = self.max_timestamp_rel = -1
@@ -424,7 +449,9 @@ class Segment:
         pos, expected = 0, self.base_offset
         while True:
             end, why, next_offset = self._scan(pos, expected, index=True, verify_crc=verify_crc)
-            if why is None or not closed or not verify_crc or self._zeros_from(end):
+            # Data logs fence damage off in closed segments only (see above); internal logs, whose replay
+            # checks every CRC itself, in any segment: a torn tail has nothing intact after it and is cut.
+            if why is None or (verify_crc and not closed) or self._zeros_from(end):
                 break
             good = after_damage(self.fd, end, self.size, next_offset)
             if good is None:
@@ -446,13 +473,7 @@ class Segment:
 
     def _zeros_from(self, pos: int) -> bool:
         """Whether the file holds only zero bytes from `pos` to its end."""
-        chunk = 1 << 20
-        while pos < self.size:
-            part = os.pread(self.fd, min(chunk, self.size - pos), pos)
-            if not part or part.count(0) != len(part):
-                return False
-            pos += len(part)
-        return True
+        return zeros_from(self.fd, pos, self.size)
 
     def _scan(self, pos: int, expected: int, index: bool, verify_crc: bool = True) -> tuple[int, str | None, int]:
         """Walk batches from `pos` checking magic, length, offsets and CRC32C; with `index`, add each good

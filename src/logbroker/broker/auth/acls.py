@@ -421,6 +421,8 @@ class Authorizer:
             raise ValueError(f"authorize_by_resource_type needs a concrete resource type, not {resource_type.name}")
         if operation in (AclOperation.ANY, AclOperation.UNKNOWN):
             raise ValueError(f"authorize_by_resource_type needs a concrete operation, not {operation.name}")
+        if self.untrusted and principal not in self.super_users:
+            return False  # the bindings may lack a DENY: no ALLOW found below may be trusted
         if self.authorize(principal, host, operation, resource_type, "hardcode"):
             return True
         index = self._index.get(resource_type)

@@ -422,11 +422,14 @@ class TxnCoordinator:
 
     async def abort_hanging(self, now: int | None = None) -> int:
         """Abort, with an ABORT marker in the partition, every hanging transaction (`find_hanging`) whose
-        producer has not written for transaction.max.timeout.ms: no client can end it any more."""
+        producer has not written for transaction.max.timeout.ms, and that was found that long ago: no client
+        can end it any more."""
         now = now_ms() if now is None else now
         aborted = 0
         for topic, index, pid, first, last in self.find_hanging(now):
-            if now - last < self.settings.max_timeout_ms:
+            # Idle by the broker's clock too: a batch's timestamp is the client's (old, or skewed ahead).
+            since = max(last, self.hanging.get((topic, index, pid, first), now))
+            if now - since < self.settings.max_timeout_ms:
                 continue
             plog = self._get_log(topic, index)
             if plog is None or plog.producers.ongoing.get(pid) != first:
@@ -445,7 +448,7 @@ class TxnCoordinator:
             log.error(
                 "%s-%d: aborted the hanging transaction of producer id %d (epoch %d) open since offset %d, idle for "
                 "%d ms: ABORT marker at offset %d; read_committed readers go on past it",
-                topic, index, pid, epoch, first, now - last, offset,
+                topic, index, pid, epoch, first, now - since, offset,
             )  # fmt: skip
         if aborted:
             self.hanging_aborted += aborted
