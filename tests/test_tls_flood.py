@@ -107,3 +107,48 @@ def test_handshake_floods_leave_rss_flat(tmp_path: Path, handshakes: int, bound_
         log = broker.log_path.read_text()
         assert "TLS handshake with /127.0.0.1 on listener SASL_SSL failed" in log  # said, and rate-limited:
         assert log.count("TLS handshake with") <= 110 * (1 + handshakes // 1000), "not rate-limited"
+
+
+def test_a_clients_close_notify_is_answered(tmp_path: Path) -> None:
+    """A client that closes with close_notify waits for the broker's (asyncio's TLS clients, aiokafka's among
+    them, up to 30 s each): the sans-IO session reads the peer's close_notify as the end, and answers it."""
+    import asyncio
+
+    from logbroker.broker.tlsconn import TlsSession
+
+    d = tmp_path / "tls"
+    assert CliRunner().invoke(main, ["certs", "init", str(d)]).exit_code == 0
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(d / "server-keystore.pem")
+    client = ssl.create_default_context(cafile=str(d / "ca.crt"))
+    session = TlsSession(server)
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    peer = client.wrap_bio(incoming, outgoing, server_hostname="127.0.0.1")
+    done = False
+    for _ in range(4):
+        try:
+            peer.do_handshake()
+            done = True
+        except ssl.SSLWantReadError:
+            pass
+        session.feed(outgoing.read())
+        session.handshake()
+        incoming.write(session.outgoing())
+    assert done and session.established
+    with pytest.raises(ssl.SSLWantReadError):
+        peer.unwrap()  # sends close_notify, waits for the broker's
+    session.feed(outgoing.read())
+    assert session.read_into(memoryview(bytearray(100))) is None  # the end, not "more needed"
+
+    plain, tls = free_ports(2)
+    config = tmp_path / "broker.toml"
+    config.write_text(f'listeners = "PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{tls}"\n'
+                      f'ssl_keystore_location = "{d / "server-keystore.pem"}"\n')  # fmt: skip
+
+    async def close_quickly() -> None:
+        _r, w = await asyncio.open_connection("127.0.0.1", tls, ssl=client, server_hostname="127.0.0.1")
+        w.close()
+        await asyncio.wait_for(w.wait_closed(), 5)  # asyncio would wait 30 s for an unanswered close_notify
+
+    with BrokerProcess(tmp_path / "data", port=plain, extra_args=["--config", str(config)]):
+        asyncio.run(close_quickly())

@@ -1041,7 +1041,9 @@ class TlsClientConnection(ClientConnection):
                     log.info("closing connection from %s: TLS stream damaged: %s", self.peer, exc.reason or exc)
                     self._fail()
                     return
-                if n is None:  # close_notify: the client is done
+                if n is None:  # close_notify: the client is done; ours answers it (clients wait for it)
+                    session.close_notify()
+                    self._send(session.outgoing())
                     self._raw.close()
                     return
                 if n == 0:

@@ -58,7 +58,9 @@ class TlsSession:
             return 0
         except ssl.SSLZeroReturnError:
             return None
-        return n
+        # CPython's _ssl answers the peer's close_notify with 0 bytes rather than SSLZeroReturnError (more
+        # ciphertext needed is SSLWantReadError, and the buffer is never empty): 0 is the end.
+        return n if n else None
 
     def write(self, data: Any) -> None:
         self.obj.write(data)
