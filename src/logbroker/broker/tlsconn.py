@@ -151,4 +151,4 @@ class TlsTransport(asyncio.Transport):
         return self._raw.get_protocol()
 
     def set_protocol(self, protocol: Any) -> None:
-        raise NotImplementedError("a TLS client connection keeps its protocol")
+        raise RuntimeError("a TLS client connection keeps its protocol")
