@@ -474,3 +474,12 @@ class Wire:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def flip(path: Path, at: int, mask: int = 0x5A) -> None:
+    """XOR one stored byte with `mask`: damage as a bad disk makes it, in place."""
+    with open(path, "r+b") as f:
+        f.seek(at)
+        b = f.read(1)
+        f.seek(at)
+        f.write(bytes([b[0] ^ mask]))

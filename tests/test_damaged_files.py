@@ -36,7 +36,7 @@ from logbroker.storage import LogConfig, LogManager, TopicMeta
 from logbroker.storage.internal import InternalLog
 from logbroker.storage.manager import TopicError
 from logbroker.testing.process import BrokerProcess
-from support import both_targets, kafka_peer, log_since, log_size, missing_tool, read_topic, unique
+from support import both_targets, flip, kafka_peer, log_since, log_size, missing_tool, read_topic, unique
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -61,14 +61,6 @@ def batches_of(path: Path) -> list[tuple[int, int, int, int]]:
         out.append((pos, size, base, base + struct.unpack_from(">i", data, pos + _LAST_DELTA)[0]))
         pos += size
     return out
-
-
-def flip(path: Path, pos: int) -> None:
-    with open(path, "r+b") as f:
-        f.seek(pos)
-        b = f.read(1)
-        f.seek(pos)
-        f.write(bytes([b[0] ^ 0x5A]))
 
 
 # ---------------------------------------------------------------------------------------------------------------

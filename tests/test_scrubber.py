@@ -23,6 +23,7 @@ from logbroker.storage.segment import Scrub, scrub_part
 from logbroker.testing.net import free_ports
 from logbroker.testing.process import BrokerProcess
 from support import create_topic, unique
+from support import flip as _flip
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -62,11 +63,7 @@ def batch_positions(plog: PartitionLog, seg_index: int) -> list[tuple[int, int, 
 
 
 def flip(path: Path, at: int) -> None:
-    with open(path, "r+b") as f:
-        f.seek(at)
-        b = f.read(1)
-        f.seek(at)
-        f.write(bytes([b[0] ^ 0xFF]))
+    _flip(path, at, 0xFF)
 
 
 def reopen(plog: PartitionLog, drop_indexes: bool, **kw: Any) -> PartitionLog:

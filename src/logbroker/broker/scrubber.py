@@ -31,7 +31,6 @@ class Scrubber:
         self._task: asyncio.Task[None] | None = None
         self.bytes_verified = 0
         self.damaged_found = 0
-        self.passes = 0
         self._verified: set[tuple[str, int]] = set()  # (partition dir, segment base) checked this pass
 
     def start(self) -> None:
@@ -63,7 +62,6 @@ class Scrubber:
                         except Exception:  # one segment's trouble must not end scrubbing for good
                             log.exception("%s: scrubbing segment %d failed", plog.dir.name, seg.base_offset)
                         self._verified.add(key)
-            self.passes += 1
             self._verified.clear()
             rest = s.log_scrubber_interval_ms / 1000 - (time.monotonic() - started)
             await asyncio.sleep(max(rest, 1.0))

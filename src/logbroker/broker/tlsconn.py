@@ -37,9 +37,6 @@ class TlsSession:
     def feed(self, data: Any) -> None:
         self._in.write(data)
 
-    def feed_eof(self) -> None:
-        self._in.write_eof()
-
     def handshake(self) -> bool:
         """Advance the handshake: True once done; ssl.SSLError when it failed (the alert is in `outgoing`)."""
         try:

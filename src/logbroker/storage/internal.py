@@ -143,15 +143,7 @@ class InternalLog:
 
         Damaged batches are skipped and reported; when there were any, or when more than half of the log is
         superseded, the log is rewritten with only the live records."""
-        live: dict[Key, Any] = {}
-        count = 0
-        self.damage = self._noted_cuts()
-        for key, value in self._replay():
-            count += 1
-            if value is None:
-                live.pop(key, None)
-            else:
-                live[key] = value
+        live, count = self._live()
         self.records_in_log = count
         if self.damage:
             self._report()
@@ -170,22 +162,25 @@ class InternalLog:
     def accept_damage(self) -> int:
         """The operator accepts the loss: rewrite the log from its intact records (the damage goes). Returns
         the number of damaged batches dropped."""
-        live = self._live()
+        live, _count = self._live()
         dropped = len(self.damage)
         if dropped:
             self._rewrite(live)
         self.damage = []
         return dropped
 
-    def _live(self) -> dict[Key, Any]:
+    def _live(self) -> tuple[dict[Key, Any], int]:
+        """Replay: the live value of every key, and how many records the log holds; `damage` as found."""
         live: dict[Key, Any] = {}
+        count = 0
         self.damage = self._noted_cuts()
         for key, value in self._replay():
+            count += 1
             if value is None:
                 live.pop(key, None)
             else:
                 live[key] = value
-        return live
+        return live, count
 
     def _replay(self) -> Iterator[Record]:
         start = self.log.log_start_offset
