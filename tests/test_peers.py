@@ -4,6 +4,8 @@ peers, so a failure here points at the harness rather than at logbroker."""
 
 from __future__ import annotations
 
+import collections
+import logging
 import os
 import subprocess
 import sys
@@ -82,7 +84,23 @@ def _produce(bootstrap: str, topic: str, records: list[dict[str, Any]], **conf: 
     assert not errors
 
 
+class _Tail(logging.Handler):
+    """Keeps librdkafka's last debug lines so a shortfall says what the client saw."""
+
+    def __init__(self, lines: int = 200) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: collections.deque[str] = collections.deque(maxlen=lines)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{record.created:.3f} {record.getMessage()}")
+
+
 def _consume(bootstrap: str, topic: str, count: int, timeout: float = 30.0) -> list[Any]:
+    tail = _Tail()
+    log = logging.getLogger(f"rdkafka.{topic}")
+    log.propagate = False
+    log.setLevel(logging.DEBUG)
+    log.addHandler(tail)
     # librdkafka insists on group.id even for assign(); nothing is committed or joined.
     consumer = Consumer(
         {
@@ -90,7 +108,9 @@ def _consume(bootstrap: str, topic: str, count: int, timeout: float = 30.0) -> l
             "group.id": "unused",
             "enable.auto.commit": False,
             "enable.partition.eof": False,
-        }
+            "debug": "broker,topic,metadata,fetch",
+        },
+        logger=log,
     )
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
@@ -106,9 +126,13 @@ def _consume(bootstrap: str, topic: str, count: int, timeout: float = 30.0) -> l
                     continue
                 raise AssertionError(f"consume error: {err}")
             got.append(msg)
+        if len(got) < count:
+            # Once in ~10 CI runs librdkafka got nothing from the Kafka peer in 30 s; keep its story.
+            print(f"librdkafka read {len(got)}/{count} of {topic}:", *tail.lines, sep="\n", file=sys.stderr)
         return got
     finally:
         consumer.close()
+        log.removeHandler(tail)
 
 
 def _assert_round_trip(bootstrap: str, topic: str, n: int = 10) -> None:
