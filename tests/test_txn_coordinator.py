@@ -39,7 +39,6 @@ class Node:
             TxnSettings(max_timeout_ms=900_000, id_expiration_ms=10**9, abort_interval_ms=10**6,
                         expire_interval_ms=10**6),
             get_log=lambda t, p: self.plog if (t, p) == ("t", 0) else None,
-            appended=lambda plog, t, p: None,
             sync=sync,
             persist=persist,
             next_producer_id=lambda: next(ids),

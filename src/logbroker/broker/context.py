@@ -17,13 +17,16 @@ import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
+from typing import TypeVar
 
 from logbroker.config import BrokerSettings
 from logbroker.protocol import ApiSpec, ErrorCode, Request
 from logbroker.protocol.buffers import POOLED_MIN, BufferPool, anonymous
 from logbroker.storage import LogConfig, LogManager, PartitionLog
+from logbroker.storage.internal import InternalLog
 from logbroker.storage.manager import KAFKA_INTERNAL_TOPICS, TopicError, TopicMeta, validate_topic_name
 
+from .append_turns import AppendTurns
 from .auth.acls import (
     AclBinding,
     AclBindingFilter,
@@ -54,6 +57,7 @@ from .txn import TxnCoordinator, TxnSettings, TxnStore
 log = logging.getLogger("logbroker.broker")
 
 PartitionKey = tuple[str, int]
+_Store = TypeVar("_Store", bound=InternalLog)
 
 # Warm memory kept for large request frames (`BrokerContext.request_buffers`).
 REQUEST_POOL_BYTES = 128 << 20
@@ -70,6 +74,7 @@ def _offset_at(plog: PartitionLog, timestamp_ms: int) -> int:
     """The first offset whose record is at or after `timestamp_ms`, else the log end."""
     found = plog.offset_for_timestamp(timestamp_ms)
     return found[0] if found is not None and found[0] >= 0 else plog.next_offset
+
 
 class NoResponse:
     """A handler result meaning: send nothing (acks=0), optionally closing the connection after."""
@@ -122,9 +127,9 @@ class BrokerContext:
         self._producer_expiry: asyncio.Task[None] | None = None
         self._table: Mapping[str, tuple[str, int]] = MappingProxyType({})
         self._table_at = -1
-        # Produces validate and append under this FIFO lock: a handler yields between large batches, and
-        # pipelined produces must still append in arrival order (taken without waiting when free).
-        self.append_order = asyncio.Lock()
+        # Each partition's appends take turns in arrival order: a produce yields between large batches, and
+        # pipelined produces must still append in the order they came, partition by partition.
+        self.append_turns = AppendTurns()
         self.read_buffers = BufferPool()  # fetch reads land here, reused across requests
         # Incremental fetch sessions (KIP-227): broker-wide, in memory only, as Kafka keeps them.
         self.fetch_sessions = FetchSessionCache(settings.max_incremental_fetch_session_cache_slots)
@@ -199,18 +204,20 @@ class BrokerContext:
         data = Path(s.data_dir)
         self._configs = BrokerConfigs(s, data)
         self.group_configs = GroupConfigs(self.settings, data)
-        self._logs = LogManager(data, self.log_defaults, self.max_open_files(), s.log_preallocate_bytes)
+        self._logs = LogManager(
+            data, self.log_defaults, self.max_open_files(), s.log_preallocate_bytes, on_append=self._on_append
+        )
         self.cluster_id = _cluster_id(data)
         self._producer_ids = ProducerIdAllocator(data / "__producer_ids")
-        self._users = UserStore(data, self._logs.clean_start, parse_super_users(s.super_users))
+        self._users = self._listened(UserStore(data, self._logs.clean_start, parse_super_users(s.super_users)))
         if s.authorizer_class_name.strip():
-            self._acl_store = AclStore(data, self._logs.clean_start)
+            self._acl_store = self._listened(AclStore(data, self._logs.clean_start))
             self._authorizer = Authorizer(
                 parse_super_users(s.super_users), s.allow_everyone_if_no_acl_found, self._acl_store.load_bindings()
             )
             self._authorizer.untrusted = self._acl_store.untrusted
         self._groups = Coordinator(
-            GroupStore(data, self._logs.clean_start),
+            self._listened(GroupStore(data, self._logs.clean_start)),
             CoordinatorConfig(
                 initial_rebalance_delay_ms=s.group_initial_rebalance_delay_ms,
                 min_session_timeout_ms=s.group_min_session_timeout_ms,
@@ -228,7 +235,7 @@ class BrokerContext:
         )
         self._groups.start()
         self._txns = TxnCoordinator(
-            TxnStore(data, self._logs.clean_start),
+            self._listened(TxnStore(data, self._logs.clean_start)),
             TxnSettings(
                 max_timeout_ms=s.transaction_max_timeout_ms,
                 id_expiration_ms=s.transactional_id_expiration_ms,
@@ -236,7 +243,6 @@ class BrokerContext:
                 expire_interval_ms=s.transaction_remove_expired_transaction_cleanup_interval_ms,
             ),
             get_log=self.get_log,
-            appended=self.appended,
             sync=self.sync,
             persist=self._persist_internal,
             next_producer_id=self._producer_ids.next_id,
@@ -244,13 +250,13 @@ class BrokerContext:
             complete_offsets=self._groups.complete_txn,
         )
         self._share = ShareCoordinator(
-            ShareStore(data, self._logs.clean_start),
+            self._listened(ShareStore(data, self._logs.clean_start)),
             ShareConfig(max_size=s.group_share_max_size),
             persist=self._persist_internal,
             topic_table=self._topic_table,
             get_log=self.get_log,
-            topic_name=lambda tid: (m.name if (m := self.topic_by_id(tid)) is not None else None),
-            other_group=lambda gid: (None if self._groups is None or self._groups.group(gid) is None else "consumer"),
+            topic_name=lambda tid: m.name if (m := self.topic_by_id(tid)) is not None else None,
+            other_group=lambda gid: None if self._groups is None or self._groups.group(gid) is None else "consumer",
             settings_for=self._share_settings,
             offset_for_timestamp=_offset_at,
         )
@@ -263,6 +269,11 @@ class BrokerContext:
         self.scrubber = Scrubber(lambda: self._storage, s)
         self.scrubber.start()
         self._producer_expiry = asyncio.create_task(self._expire_producers_loop(), name="producer-id-expiry")
+
+    def _listened(self, store: _Store) -> _Store:
+        """A coordinator's store whose appends join the fsync rounds as the partitions' do."""
+        store.on_append = self._on_append
+        return store
 
     def _share_settings(self, group_id: str) -> GroupSettings:
         """A share group's settings: its group configs over the broker's group.share.* ones."""
@@ -562,18 +573,20 @@ class BrokerContext:
 
     # ------------------------------------------------------------------ the data path
 
-    def appended(self, plog: PartitionLog, topic: str, partition: int, nbytes: int = 0) -> None:
-        """Record a write (of `nbytes`) for the next fsync round and wake long polls waiting on the partition."""
+    def _on_append(self, plog: PartitionLog, nbytes: int) -> None:
+        """Every log tells of each write here: it joins the next fsync round, and a topic partition's long
+        polls wake."""
         self.flusher.written(plog, nbytes)
-        self._wake((topic, partition))
+        if plog.key is not None:
+            self._wake(plog.key)
 
     async def sync(self) -> None:
         """Return once every write so far is durable under the fsync policy."""
         await self.flusher.commit()
 
     async def _persist_internal(self, plog: PartitionLog) -> None:
-        """Internal records (group state, offsets) are durable under the same policy as data."""
-        self.flusher.written(plog)
+        """Internal records (group state, offsets) are durable under the same policy as data (their log told
+        the flusher of the write as it was made)."""
         await self.flusher.commit()
 
     def _wake(self, key: PartitionKey) -> None:

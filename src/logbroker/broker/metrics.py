@@ -416,8 +416,12 @@ class _BrokerCollector(Collector):
             ("failed_auth", "logbroker_failed_authentications", "failed TLS or SASL authentications"),
             ("succeeded_auth", "logbroker_successful_authentications", "TLS client certificates and SASL logins"),
             ("protocol_errors", "logbroker_protocol_errors", "connections closed for a request that cannot be served"),
-            ("mutes", "logbroker_connection_mutes", "times a connection stopped being read: too many requests in "
-             "progress, an exclusive request, unsent answers or the broker-wide memory bound"),
+            (
+                "mutes",
+                "logbroker_connection_mutes",
+                "times a connection stopped being read: too many requests in "
+                "progress, an exclusive request, unsent answers or the broker-wide memory bound",
+            ),
         )
         for attr, name, doc in families:
             family = CounterMetricFamily(name, doc, labels=["listener"])

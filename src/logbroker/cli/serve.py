@@ -56,9 +56,7 @@ GC_THRESHOLDS = (50_000, 20, 20)
 @click.option(
     "--metrics-listen", help="HOST:PORT for Prometheus /metrics, /health and /ready (off by default; loopback advised)."
 )
-@click.option(
-    "--log-format", type=click.Choice(["text", "json"]), help="text (default), or one JSON object per line."
-)
+@click.option("--log-format", type=click.Choice(["text", "json"]), help="text (default), or one JSON object per line.")
 def serve(config_file: Path | None, **flags: object) -> None:
     """Run the embedded broker until SIGTERM or Ctrl-C.
 

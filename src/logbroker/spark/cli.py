@@ -58,8 +58,9 @@ def pipeline() -> None:
 @click.argument("spec_path", metavar="SPEC.yaml", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--timeout", type=float, default=None, help="Stop after this many seconds (processingTime specs).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress line.")
-@click.option("--master", default=None,
-              help="Spark master URL, e.g. spark://HOST:7077 (default: the spec's master, local[*]).")
+@click.option(
+    "--master", default=None, help="Spark master URL, e.g. spark://HOST:7077 (default: the spec's master, local[*])."
+)
 @SECURITY
 def run_cmd(spec_path: Path, timeout: float | None, quiet: bool, master: str | None, security: Any) -> None:
     """Run the pipeline described by SPEC.yaml until drained (availableNow) or Ctrl-C/--timeout.
@@ -150,8 +151,11 @@ def rollup_cmd(out: str, topics: tuple[str, ...], pattern: str | None, **kw: Any
 @click.option("--where", default=None, help="SQL filter on archive columns, e.g. \"topic = 'a'\".")
 @click.option("--keep-partition", is_flag=True, help="Send source partition p to partition p.")
 @click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
-@click.option("--transactional-id", default=None,
-              help="Exactly once for read_committed readers, across task retries and re-runs under the same id.")
+@click.option(
+    "--transactional-id",
+    default=None,
+    help="Exactly once for read_committed readers, across task retries and re-runs under the same id.",
+)
 @SECURITY
 def replay_cmd(archive_path: str, bootstrap: str, topic: str, where: str | None, keep_partition: bool,
                master: str, transactional_id: str | None, security: Any) -> None:  # fmt: skip

@@ -76,7 +76,7 @@ def resolve(dest: Path, spark_version: str, timeout: float = 600) -> None:
     with tempfile.TemporaryDirectory(prefix=".resolve-", dir=dest.parent) as tmp:
         work = Path(tmp)
         deps = "\n".join(
-            f"    <dependency org={quoteattr(g)} name={quoteattr(a)} rev={quoteattr(v)} transitive=\"false\"/>"
+            f'    <dependency org={quoteattr(g)} name={quoteattr(a)} rev={quoteattr(v)} transitive="false"/>'
             for g, a, v in artifacts(spark_version)
         )
         (work / "ivy.xml").write_text(

@@ -80,8 +80,10 @@ def local_path(path: str) -> Path | None:
     return None
 
 
-SHARED_HINT = ("give a URL every worker reaches (hdfs://, s3a://, abfss://, gs://, or file:///... on a filesystem "
-               "mounted at the same place on every worker)")
+SHARED_HINT = (
+    "give a URL every worker reaches (hdfs://, s3a://, abfss://, gs://, or file:///... on a filesystem "
+    "mounted at the same place on every worker)"
+)
 
 
 def check_shared(field: str, path: str, master: str) -> None:
@@ -229,6 +231,7 @@ def _write_merge(spark: SparkSession, sink: DeltaSink, rows: DataFrame, batch_id
     if app is not None:  # this query's own session (a clone per query): no other writer sees these
         spark.conf.set("spark.databricks.delta.write.txnAppId", app)
         spark.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
+
     def struct(side: str) -> str:
         return "struct(" + ", ".join(f"{side}.`{c}`" for c in order) + ")"
 

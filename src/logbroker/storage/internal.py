@@ -36,7 +36,7 @@ from logbroker.protocol.records import (
 )
 
 from .files import fsync_dir
-from .log import LogConfig, PartitionLog
+from .log import AppendListener, LogConfig, PartitionLog
 from .segment import Segment, after_damage
 
 log = logging.getLogger(__name__)
@@ -77,8 +77,8 @@ class Damage:
 class InternalLog:
     """A keyed JSON-record log with replay, damage recovery and compaction on load.
 
-    `load()` once after construction, then `append()`; the caller makes appends durable (the broker's
-    fsync policy over `append()`'s returned log)."""
+    `load()` once after construction, then `append()`; appends are made durable by the owner's fsync
+    policy, which `on_append` tells of each."""
 
     def __init__(
         self, directory: Path, clean_shutdown: bool, segment_bytes: int = 64 << 20, keep_damage: bool = False
@@ -93,10 +93,20 @@ class InternalLog:
         shutil.rmtree(old, ignore_errors=True)
         # Recovery truncates torn tails but leaves CRC checks to the replay, which skips a damaged batch.
         self.log = PartitionLog(self.dir, self.config, clean_shutdown, verify_crc=False, preallocate=PREALLOCATE)
+        self._on_append: AppendListener | None = None
         self.records_in_log = 0
         self.damage: list[Damage] = []  # found by the last load()
         if keep_damage:
             self._note_cuts(clean_shutdown)
+
+    @property
+    def on_append(self) -> AppendListener | None:
+        """Told of every append (the owner's fsync policy), across rewrites of the log."""
+        return self._on_append
+
+    @on_append.setter
+    def on_append(self, listener: AppendListener | None) -> None:
+        self._on_append = self.log.on_append = listener
 
     def _note_cuts(self, clean_shutdown: bool) -> None:
         """What recovery cut that was not a torn tail (after a clean stop nothing may be cut at all) is damage
@@ -299,7 +309,9 @@ class InternalLog:
         fsync_dir(self.dir.parent)
         shutil.rmtree(old, ignore_errors=True)
         log.info("rewrote %s: %d records -> %d live keys", self.dir, self.records_in_log, len(live))
-        self.log = PartitionLog(self.dir, self.config, True, verify_crc=False, preallocate=PREALLOCATE)
+        self.log = PartitionLog(
+            self.dir, self.config, True, verify_crc=False, preallocate=PREALLOCATE, on_append=self._on_append
+        )
         self.records_in_log = len(live)
 
     @staticmethod

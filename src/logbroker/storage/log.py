@@ -7,14 +7,17 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from logbroker.protocol.buffers import BufferPool
+from logbroker.protocol.errors import ErrorCode
 from logbroker.protocol.records import (
     ABORT,
     COMMIT,
     BatchHeader,
+    InvalidBatch,
     assign_offsets,
     build_marker,
     control_type,
@@ -22,6 +25,7 @@ from logbroker.protocol.records import (
     parse_header,
     stamp_log_append_time,
 )
+from logbroker.protocol.validate import keyless_records, validate_batch
 
 from .compaction import complete_swaps
 from .files import FileCache, Unsynced, fsync_dir
@@ -61,6 +65,22 @@ class LogConfig:
 
 class OffsetOutOfRange(Exception):
     pass
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """What `PartitionLog.append_as_leader` did: the batch's offsets (a retried duplicate's first ones), its
+    record count, and its LogAppendTime (-1 for a CreateTime topic)."""
+
+    base_offset: int
+    last_offset: int
+    records: int
+    append_time: int = -1
+    duplicate: bool = False
+
+
+# Told of every write to a log (the log, its bytes): the owner's fsync policy and long polls listen here.
+AppendListener = Callable[["PartitionLog", int], None]
 
 
 def _now_ms() -> int:
@@ -103,8 +123,12 @@ class PartitionLog:
         verify_crc: bool = True,
         files: FileCache | None = None,
         preallocate: int = 0,
+        key: tuple[str, int] | None = None,
+        on_append: AppendListener | None = None,
     ) -> None:
         self.dir = directory
+        self.key = key  # (topic, partition) of a topic's log; None for a coordinator's own log
+        self.on_append = on_append
         self.files = files  # the broker's descriptor budget (None: descriptors stay open)
         self.preallocate = preallocate  # bytes the active segment reserves ahead of small appends (0: none)
         self.config = config
@@ -301,10 +325,40 @@ class PartitionLog:
                 dup = d
         return dup
 
-    def append(self, buf: bytearray | memoryview, headers: list[BatchHeader]) -> tuple[int, int]:
-        """Assign offsets, write the batches; returns (base offset, last offset).
+    def append_as_leader(self, batch: memoryview, *, now_ms: int, max_inflated_bytes: int) -> Appended:
+        """The way a client's batch enters the log (Kafka's appendAsLeader): validated against this log's
+        configs, a retried duplicate answered with its first append, then offsets assigned and written.
+        `batch` is exactly one writable batch; raises InvalidBatch or SequenceError with Kafka's code, and
+        OSError when the write fails."""
+        cfg = self.config
+        header = validate_batch(
+            batch,
+            now_ms=now_ms,
+            max_message_bytes=cfg.max_message_bytes,
+            log_append_time=cfg.log_append_time,
+            before_max_ms=cfg.message_timestamp_before_max_ms,
+            after_max_ms=cfg.message_timestamp_after_max_ms,
+            max_inflated_bytes=max_inflated_bytes,
+        )
+        if cfg.cleanup_compact and (keyless := keyless_records(batch, header)):
+            where = f"{self.key[0]}-{self.key[1]}" if self.key else str(self.dir)
+            why = f"Compacted topic cannot accept message without key in topic partition {where}."
+            raise InvalidBatch(
+                f"One or more records have been rejected due to {len(keyless)} record errors in total, and only "
+                f"showing the first error message: {why}",
+                ErrorCode.INVALID_RECORD,
+                record_errors=[(i, why) for i in keyless],
+            )
+        dup = self.check_duplicates([header])
+        if dup is not None:
+            return Appended(dup.base_offset, dup.last_offset, header.records_count, duplicate=True)
+        base, last = self.append(batch, [header])
+        return Appended(base, last, header.records_count, header.max_timestamp if cfg.log_append_time else -1)
 
-        The data reaches the page cache here; durability comes from the broker's fsync policy.
+    def append(self, buf: bytearray | memoryview, headers: list[BatchHeader]) -> tuple[int, int]:
+        """Assign offsets, write validated batches and tell the listener; returns (base offset, last offset).
+
+        The data reaches the page cache here; durability comes from the owner's fsync policy.
         """
         seg = self.active
         now = _now_ms()
@@ -320,6 +374,8 @@ class PartitionLog:
         for h in headers:
             self.producers.update(h)
         self.unsynced.add(seg)
+        if self.on_append is not None:
+            self.on_append(self, len(buf))
         return base, end - 1
 
     def append_marker(
@@ -344,6 +400,8 @@ class PartitionLog:
         done = self.producers.end_txn(producer_id, producer_epoch, base, not commit, coordinator_epoch, now)
         if done is not None and done.aborted:
             seg.txn.append(AbortedTxn(producer_id, done.first_offset, base, self.last_stable_offset))
+        if self.on_append is not None:
+            self.on_append(self, len(buf))
         return base, done
 
     def aborts_from(self, offset: int) -> bool:

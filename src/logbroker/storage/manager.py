@@ -17,7 +17,7 @@ from logbroker.protocol.errors import ErrorCode as E
 
 from .configs import TOPIC_CONFIGS, ConfigError, apply, check_topic_configs
 from .files import FileCache
-from .log import LogConfig, PartitionLog, _write_atomic
+from .log import AppendListener, LogConfig, PartitionLog, _write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -82,9 +82,15 @@ class LogManager:
     """Owns the data directory (locked against a second broker) and every partition log in it."""
 
     def __init__(
-        self, data_dir: Path, defaults: LogConfig, max_open_files: int | None = None, preallocate: int = 0
+        self,
+        data_dir: Path,
+        defaults: LogConfig,
+        max_open_files: int | None = None,
+        preallocate: int = 0,
+        on_append: AppendListener | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
+        self.on_append = on_append  # told of every write to every partition log (see PartitionLog.append)
         self.defaults = defaults
         self.preallocate = preallocate  # bytes each active segment reserves ahead of small appends
         # Every partition's segment files share one budget of descriptors (see storage/files.py).
@@ -124,8 +130,9 @@ class LogManager:
             self._by_id[meta.topic_id] = meta
             for i in range(meta.partitions):
                 self.logs[(meta.name, i)] = PartitionLog(
-                    self._part_dir(meta.name, i), cfg, self.clean_start, files=self.files, preallocate=self.preallocate
-                )
+                    self._part_dir(meta.name, i), cfg, self.clean_start, files=self.files,
+                    preallocate=self.preallocate, key=(meta.name, i), on_append=self.on_append,
+                )  # fmt: skip
         # Partition directories of topics whose deletion was interrupted; and records without metadata.
         orphans: dict[str, list[str]] = {}
         for d in self.data_dir.iterdir():
@@ -231,8 +238,9 @@ class LogManager:
                     shutil.rmtree(d)
                 made.append(d)
                 opened[(name, i)] = PartitionLog(
-                    d, cfg, clean_shutdown=True, files=self.files, preallocate=self.preallocate
-                )
+                    d, cfg, clean_shutdown=True, files=self.files, preallocate=self.preallocate,
+                    key=(name, i), on_append=self.on_append,
+                )  # fmt: skip
         except OSError as exc:
             self._discard(name, opened, made)
             raise _storage_error(f"could not create partition {i} of topic {name!r}", exc) from None

@@ -42,6 +42,7 @@ def handle(ctx: BrokerContext, req: Request) -> R:
 
     topics = _merged(req.body.topics)
     allowed = ctx.authorize_names(req, AclOperation.DELETE, ResourceType.TOPIC, [t.name for t in topics])
+
     def internal(plog: PartitionLog, p: Any) -> Any:  # Kafka: only its coordinators delete those records
         return error(p, E.INVALID_TOPIC_EXCEPTION)
 

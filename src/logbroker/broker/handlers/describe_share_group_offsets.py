@@ -45,6 +45,7 @@ def handle(ctx: BrokerContext, req: Request) -> Any:
                     asked.append((t.topic_name, meta.topic_id, list(t.partitions)))
         topics = []
         for name, tid, ps in asked:
+
             def end(p: int, name: str = name) -> int:
                 plog = ctx.get_log(name, p)
                 return plog.next_offset if plog is not None else 0

@@ -20,14 +20,7 @@ from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
 from logbroker.protocol.produce import FIRST_TOPIC_ID_VERSION, partition_response
 from logbroker.protocol.records import ATTRIBUTES, HEADER_SIZE, PRODUCER_ID, TRANSACTIONAL_FLAG, InvalidBatch
-from logbroker.protocol.validate import (
-    RequestRefused,
-    first_batch_is_transactional,
-    keyless_records,
-    short_first_batch,
-    single_batch,
-    validate_batch,
-)
+from logbroker.protocol.validate import RequestRefused, first_batch_is_transactional, short_first_batch, single_batch
 from logbroker.storage.producers import SequenceError
 
 from ..auth.acls import CLUSTER_NAME, AclOperation, ResourceType
@@ -200,9 +193,12 @@ async def handle(ctx: BrokerContext, req: Request) -> Any:
     # produces (and so each connection's pipelined produces) appending in the order they arrived.
     written = False
     now_ms = int(time.time() * 1000)
-    async with ctx.append_order:
-        for parts, slot, topic, index, plog, records, size in accepted:
+    turns = ctx.append_turns.reserve((topic, index) for _, _, topic, index, *_ in accepted)
+    try:
+        for turn, (parts, slot, topic, index, plog, records, size) in zip(turns, accepted, strict=True):
+            await turn.wait()
             result = _append(ctx, plog, topic, index, records, size, now_ms, body.transactional_id, req.version)
+            turn.release()
             parts[slot] = result
             if result.error_code:
                 failed = True
@@ -210,6 +206,9 @@ async def handle(ctx: BrokerContext, req: Request) -> Any:
                 written = True
             if size >= YIELD_AFTER_BYTES:
                 await asyncio.sleep(0)
+    finally:
+        for turn in turns:
+            turn.release()
     if acks == 0:
         # Kafka closes the connection on a failed acks=0 produce: the only signal such a client gets.
         if failed:
@@ -261,7 +260,6 @@ def _append(
     # after the batch that make no whole batch are left out, as Kafka trims them.
     buf = records if isinstance(records, memoryview) and not records.readonly else memoryview(bytearray(records))
     batch = buf[:size]
-    cfg = plog.config
     if (
         transactional_id is not None
         and len(batch) >= HEADER_SIZE
@@ -278,24 +276,7 @@ def _append(
             log.info("refused transactional produce to %s-%d from %r: %s", topic, index, transactional_id, err.name)
             return _part(index, err, message=f"transactional produce refused: {err.name}")
     try:
-        header = validate_batch(
-            batch,
-            now_ms=now_ms,
-            max_message_bytes=cfg.max_message_bytes,
-            log_append_time=cfg.log_append_time,
-            before_max_ms=cfg.message_timestamp_before_max_ms,
-            after_max_ms=cfg.message_timestamp_after_max_ms,
-            max_inflated_bytes=ctx.settings.socket_request_max_bytes,
-        )
-        if cfg.cleanup_compact and (keyless := keyless_records(batch, header)):
-            why = f"Compacted topic cannot accept message without key in topic partition {topic}-{index}."
-            raise InvalidBatch(
-                f"One or more records have been rejected due to {len(keyless)} record errors in total, and only "
-                f"showing the first error message: {why}",
-                E.INVALID_RECORD,
-                record_errors=[(i, why) for i in keyless],
-            )
-        dup = plog.check_duplicates([header])
+        done = plog.append_as_leader(batch, now_ms=now_ms, max_inflated_bytes=ctx.settings.socket_request_max_bytes)
     except InvalidBatch as exc:
         log.info("refused produce to %s-%d: %s", topic, index, exc)
         return _part(
@@ -308,14 +289,10 @@ def _append(
     except SequenceError as exc:
         log.info("refused produce to %s-%d: %s: %s", topic, index, exc.error.name, exc)
         return _part(index, exc.error, start=plog.log_start_offset, message=str(exc))
-    if dup is not None:
-        return _part(index, 0, dup.base_offset, plog.log_start_offset)
-    try:
-        base, _last = plog.append(batch, [header])
     except OSError as exc:
         log.error("append to %s-%d failed: %s", topic, index, exc)
         return _part(index, E.KAFKA_STORAGE_ERROR, message=str(exc))
-    ctx.appended(plog, topic, index, len(batch))
-    ctx.metrics.produced(topic, size, header.records_count)
-    append_time = header.max_timestamp if cfg.log_append_time else -1
-    return _part(index, 0, base, plog.log_start_offset, append_time=append_time)
+    if done.duplicate:
+        return _part(index, 0, done.base_offset, plog.log_start_offset)
+    ctx.metrics.produced(topic, size, done.records)
+    return _part(index, 0, done.base_offset, plog.log_start_offset, append_time=done.append_time)

@@ -42,7 +42,6 @@ async def handle(ctx: BrokerContext, req: Request) -> R:
                 else:
                     try:
                         plog.append_marker(m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch)
-                        ctx.appended(plog, t.name, index)
                         written = True
                     except SequenceError as exc:
                         err = exc.error

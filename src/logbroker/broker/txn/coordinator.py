@@ -70,7 +70,6 @@ class TxnCoordinator:
         settings: TxnSettings,
         *,
         get_log: Callable[[str, int], PartitionLog | None],
-        appended: Callable[[PartitionLog, str, int], None],
         sync: Callable[[], Awaitable[None]],
         persist: Callable[[PartitionLog], Awaitable[None]],
         next_producer_id: Callable[[], int],
@@ -80,7 +79,6 @@ class TxnCoordinator:
         self.store = store
         self.settings = settings
         self._get_log = get_log
-        self._appended = appended
         self._sync = sync
         self._persist_cb = persist
         self._next_pid = next_producer_id
@@ -331,7 +329,6 @@ class TxnCoordinator:
             except SequenceError as exc:
                 log.warning("transaction %r: no marker in %s-%d: %s", meta.transactional_id, topic, index, exc)
                 continue
-            self._appended(plog, topic, index)
             written = True
         if written:
             await self._sync()
@@ -442,7 +439,6 @@ class TxnCoordinator:
                 log.error("%s-%d: the hanging transaction of producer id %d could not be aborted: %s",
                           topic, index, pid, exc)  # fmt: skip
                 continue
-            self._appended(plog, topic, index)
             aborted += 1
             self.hanging.pop((topic, index, pid, first), None)
             log.error(
