@@ -26,15 +26,11 @@ from logbroker.storage import LogConfig, LogManager, PartitionLog
 from logbroker.storage.internal import InternalLog
 from logbroker.storage.manager import KAFKA_INTERNAL_TOPICS, TopicError, TopicMeta, validate_topic_name
 
+from .access import AccessControl
 from .append_turns import AppendTurns
 from .auth.acls import (
-    AclBinding,
-    AclBindingFilter,
-    AclOperation,
     AclStore,
     Authorizer,
-    Refusal,
-    ResourceType,
     parse_super_users,
 )
 from .auth.users import UserStore
@@ -119,9 +115,7 @@ class BrokerContext:
         self._producer_ids: ProducerIdAllocator | None = None
         self._txns: TxnCoordinator | None = None
         self._share: ShareCoordinator | None = None
-        self._users: UserStore | None = None
-        self._authorizer: Authorizer | None = None  # None: no authorizer configured, everything is allowed
-        self._acl_store: AclStore | None = None
+        self._access: AccessControl | None = None
         self._append_waiters: dict[PartitionKey, set[asyncio.Future[None]]] = {}
         self._stopping = False
         self._producer_expiry: asyncio.Task[None] | None = None
@@ -209,13 +203,15 @@ class BrokerContext:
         )
         self.cluster_id = _cluster_id(data)
         self._producer_ids = ProducerIdAllocator(data / "__producer_ids")
-        self._users = self._listened(UserStore(data, self._logs.clean_start, parse_super_users(s.super_users)))
+        users = self._listened(UserStore(data, self._logs.clean_start, parse_super_users(s.super_users)))
+        acl_store, authorizer = None, None
         if s.authorizer_class_name.strip():
-            self._acl_store = self._listened(AclStore(data, self._logs.clean_start))
-            self._authorizer = Authorizer(
-                parse_super_users(s.super_users), s.allow_everyone_if_no_acl_found, self._acl_store.load_bindings()
+            acl_store = self._listened(AclStore(data, self._logs.clean_start))
+            authorizer = Authorizer(
+                parse_super_users(s.super_users), s.allow_everyone_if_no_acl_found, acl_store.load_bindings()
             )
-            self._authorizer.untrusted = self._acl_store.untrusted
+            authorizer.untrusted = acl_store.untrusted
+        self._access = AccessControl(authorizer, acl_store, users, self.flusher)
         self._groups = Coordinator(
             self._listened(GroupStore(data, self._logs.clean_start)),
             CoordinatorConfig(
@@ -324,10 +320,8 @@ class BrokerContext:
             self._groups.store.close()
         if self._txns is not None:
             self._txns.close()
-        if self._users is not None:
-            self._users.close()
-        if self._acl_store is not None:
-            self._acl_store.close()
+        if self._access is not None:
+            self._access.close()
         if self._logs is not None:
             self._logs.close()
 
@@ -388,90 +382,17 @@ class BrokerContext:
             return []
         return [(t, i, plog) for (t, i), plog in self._logs.logs.items() if plog.producers.ongoing]
 
-    def untrusted_stores(self) -> dict[str, str]:
-        """Security stores with damaged records (store -> what and where), distrusted until an operator
-        repairs them or accepts the loss: the ACL store denies every non-super-user request, the users store
-        refuses SCRAM logins of non-super users."""
-        out = {}
-        for name, store in (("acls", self._acl_store), ("users", self._users)):
-            if store is not None and store.untrusted:
-                where = "; ".join(d.describe() for d in store.damage[:3])
-                out[name] = f"{len(store.damage)} damaged batches in {store.dir} ({where})"
-        return out
+    @property
+    def opened(self) -> bool:
+        """Whether `open()` has made the broker's state (and not `close()` yet)."""
+        return self._access is not None
 
     @property
-    def users(self) -> UserStore:
-        if self._users is None:
+    def access(self) -> AccessControl:
+        """ACLs and SCRAM users (`AccessControl`)."""
+        if self._access is None:
             raise RuntimeError("the broker context is not open")
-        return self._users
-
-    async def alter_users(self, records: list[tuple[tuple[str, ...], object]]) -> None:
-        """Write SCRAM credential changes durably, then make them the state."""
-        await self._persist_internal(self.users.append(records))
-        self.users.apply(records)
-        for (_kind, user, mechanism), value in records:  # the user and mechanism only, never the credential
-            what = "deleted" if value is None else "set"
-            log.info("SCRAM credential %s: user %s, %s", what, for_log(str(user)), mechanism)
-
-    # ------------------------------------------------------------------ authorization
-
-    @property
-    def authorizer(self) -> Authorizer | None:
-        """The ACLs and their decision, or None when no authorizer is configured (Kafka without
-        `authorizer.class.name`: every request is allowed, and the ACL APIs answer SECURITY_DISABLED)."""
-        return self._authorizer
-
-    def authorize(self, req: Request, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
-        """May the request's principal, from its address, do `operation` on the resource? (Kafka's
-        AuthHelper.authorize; always True without an authorizer.)"""
-        a = self._authorizer
-        return a is None or a.authorize(req.principal, req.client_address, operation, resource_type, name)
-
-    def authorize_names(
-        self, req: Request, operation: AclOperation, resource_type: ResourceType, names: Iterable[str]
-    ) -> set[str]:
-        """The subset of `names` the request may do `operation` on (Kafka's filterByAuthorized)."""
-        a = self._authorizer
-        if a is None:
-            return set(names)
-        return {n for n in set(names) if a.authorize(req.principal, req.client_address, operation, resource_type, n)}
-
-    def authorize_any(self, req: Request, operation: AclOperation, resource_type: ResourceType) -> bool:
-        """May the principal do `operation` on at least one resource of the type? (Kafka's
-        authorizeByResourceType: IDEMPOTENT_WRITE through WRITE on any topic, CREATE on any topic...)"""
-        a = self._authorizer
-        return a is None or a.authorize_by_resource_type(req.principal, req.client_address, operation, resource_type)
-
-    def describe_acls(self, f: AclBindingFilter) -> list[AclBinding]:
-        if self._authorizer is None:
-            raise RuntimeError("no authorizer is configured")
-        return self._authorizer.acls(f)
-
-    async def create_acls(self, bindings: list[AclBinding]) -> list[Refusal | None]:
-        """Add ACLs; the new ones are durable before this returns (and before they count: a decision is
-        never made on an ACL a crash could take back)."""
-        if self._authorizer is None or self._acl_store is None:
-            raise RuntimeError("no authorizer is configured")
-        trial = Authorizer(acls=self._authorizer.acls())
-        results = trial.create(bindings, self._acl_store)
-        await self._persist_internal(self._acl_store.log)
-        for b, r in zip(bindings, results, strict=True):
-            if r is None:
-                self._authorizer.add(b)
-                log.info("ACL created: %s", _acl_text(b))
-        return results
-
-    async def delete_acls(self, filters: list[AclBindingFilter]) -> list[Refusal | list[AclBinding]]:
-        """Delete the ACLs the filters match; durable before this returns. Deletions count at once: a
-        crash before the sync can only bring back what the client was never told was deleted."""
-        if self._authorizer is None or self._acl_store is None:
-            raise RuntimeError("no authorizer is configured")
-        results = self._authorizer.delete(filters, self._acl_store)
-        await self._persist_internal(self._acl_store.log)
-        for r in results:
-            for b in r if isinstance(r, list) else ():
-                log.info("ACL deleted: %s", _acl_text(b))
-        return results
+        return self._access
 
     @property
     def producer_ids(self) -> ProducerIdAllocator:
@@ -638,14 +559,6 @@ def _requester(req: Request) -> str:
     """Who sent a request, for a log line: principal, client id and address."""
     client = for_log(req.header.client_id or "") or "-"
     return f"{for_log(req.principal)} (client {client}, {req.client_address or '?'})"
-
-
-def _acl_text(b: AclBinding) -> str:
-    """An ACL as kafka-acls prints one."""
-    return (
-        f"{b.principal} {b.permission.name} {b.operation.name} from host {b.host} on "
-        f"{b.resource_type.name}:{b.pattern_type.name}:{for_log(b.name)}"
-    )
 
 
 def open_file_limit() -> int:

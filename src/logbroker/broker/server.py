@@ -115,7 +115,7 @@ class Broker:
         m.open_connections = self._open_by_listener
         m.inflight_bytes = lambda: self.inflight
         m.ready = lambda: self.started.is_set() and not self.context.stopping
-        m.untrusted_stores = self.context.untrusted_stores
+        m.untrusted_stores = lambda: self.context.access.untrusted_stores() if self.context.opened else {}
         self.metrics_endpoint: MetricsEndpoint | None = None
 
     def tls_inbox(self) -> memoryview:
@@ -202,7 +202,7 @@ class Broker:
             raise
         self._tasks.append(asyncio.create_task(self._housekeeping(), name="housekeeping"))
         # Before the "serving" line: whoever waits for that line finds these said.
-        if ctx.authorizer is None:
+        if ctx.access.authorizer is None:
             for spec in ctx.listeners:
                 if why := _open_listener_risk(spec):
                     log.warning(
@@ -216,7 +216,7 @@ class Broker:
             len(self.listeners),
             self.settings.data_dir,
             self.settings.fsync.value,
-            "on (ACLs enforced)" if ctx.authorizer is not None else "off",
+            "on (ACLs enforced)" if ctx.access.authorizer is not None else "off",
             "" if ctx.clean_start else " (recovered after unclean shutdown)",
         )
         self.started.set()
@@ -445,7 +445,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             self._stats.succeeded_auth += 1
         log.debug("connection from %s opened on listener %s (%s)", self.peer, lst.spec.name, self.principal)
         if lst.spec.sasl:
-            users = self.broker.context.users
+            users = self.broker.context.access.users
             self.sasl = SaslSession(
                 lst.mechanisms, lst.plain_check or plain_checker({}), users.credential, lst.reauth_ms
             )

@@ -58,7 +58,7 @@ def denial_message(req: Request, operation: AclOperation) -> str:
 def cluster_denial(ctx: BrokerContext, req: Request, operation: AclOperation) -> str | None:
     """None when the request may do `operation` on the cluster (always, without an authorizer), else the
     message Kafka's CLUSTER_AUTHORIZATION_FAILED carries."""
-    if ctx.authorize(req, operation, ResourceType.CLUSTER, CLUSTER_NAME):
+    if ctx.access.authorize(req, operation, ResourceType.CLUSTER, CLUSTER_NAME):
         return None
     return denial_message(req, operation)
 
@@ -67,15 +67,15 @@ def authorized_operations(ctx: BrokerContext, req: Request, resource_type: Resou
     """Kafka's authorizedOperations: the codes of the supported operations the principal may do on the
     resource (every supported one without an authorizer). The codec writes the set as Kafka's bitfield
     (1 << code each, Utils.to32BitField); None stands for "not requested" (-2147483648)."""
-    if ctx.authorizer is None:
+    if ctx.access.authorizer is None:
         return _ALL[resource_type]
     ops = SUPPORTED_OPERATIONS[resource_type]
-    return frozenset(int(op) for op in ops if ctx.authorize(req, op, resource_type, name))
+    return frozenset(int(op) for op in ops if ctx.access.authorize(req, op, resource_type, name))
 
 
 def cluster_allows(ctx: BrokerContext, req: Request, operation: AclOperation) -> bool:
     """`operation` on the cluster resource (Kafka's only cluster name, "kafka-cluster")."""
-    return ctx.authorize(req, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+    return ctx.access.authorize(req, operation, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
 # DescribeConfigs / AlterConfigs resource types (Kafka's ConfigResource.Type ids).
@@ -87,12 +87,12 @@ def describe_configs_denial(ctx: BrokerContext, req: Request, rtype: int, name: 
     """ConfigHelper's check for one DescribeConfigs resource: DESCRIBE_CONFIGS on the cluster (broker, broker
     logger, client metrics), the topic or the group; the refusal carries the error's default message."""
     if rtype == CONFIG_TOPIC:
-        ok = ctx.authorize(req, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name)
+        ok = ctx.access.authorize(req, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name)
         return None if ok else (_E_TOPIC, "Topic authorization failed.")
     if rtype == CONFIG_GROUP:
-        ok = ctx.authorize(req, AclOperation.DESCRIBE_CONFIGS, ResourceType.GROUP, name)
+        ok = ctx.access.authorize(req, AclOperation.DESCRIBE_CONFIGS, ResourceType.GROUP, name)
         return None if ok else (_E_GROUP, "Group authorization failed.")
-    ok = ctx.authorize(req, AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME)
+    ok = ctx.access.authorize(req, AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME)
     return None if ok else (_E_CLUSTER, "Cluster authorization failed.")
 
 
@@ -101,15 +101,15 @@ def alter_configs_denial(ctx: BrokerContext, req: Request, rtype: int, name: str
     cluster (broker, client metrics; no message), the topic or the group; broker loggers need CLUSTER_ACTION
     (RuntimeLoggerManager, checked first among its checks). None when allowed or for other types."""
     if rtype == CONFIG_TOPIC:
-        ok = ctx.authorize(req, AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, name)
+        ok = ctx.access.authorize(req, AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, name)
         return None if ok else (_E_TOPIC, "Topic authorization failed.")
     if rtype == CONFIG_GROUP:
-        ok = ctx.authorize(req, AclOperation.ALTER_CONFIGS, ResourceType.GROUP, name)
+        ok = ctx.access.authorize(req, AclOperation.ALTER_CONFIGS, ResourceType.GROUP, name)
         return None if ok else (_E_GROUP, None)
     if rtype in (CONFIG_BROKER, CONFIG_CLIENT_METRICS):
-        ok = ctx.authorize(req, AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME)
+        ok = ctx.access.authorize(req, AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME)
         return None if ok else (_E_CLUSTER, None)
     if rtype == CONFIG_BROKER_LOGGER:
-        ok = ctx.authorize(req, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+        ok = ctx.access.authorize(req, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
         return None if ok else (_E_CLUSTER, "Cluster authorization failed.")
     return None

@@ -25,7 +25,7 @@ def refusal(ctx: BrokerContext, req: Request) -> tuple[E, str | None] | None:
         return E.INVALID_REQUEST, "Invalid group id"
     if not b.member_id or len(b.member_id) > MAX_MEMBER_ID:
         return E.INVALID_REQUEST, "Invalid member id"
-    if not ctx.authorize(req, AclOperation.READ, ResourceType.GROUP, b.group_id):
+    if not ctx.access.authorize(req, AclOperation.READ, ResourceType.GROUP, b.group_id):
         return E.GROUP_AUTHORIZATION_FAILED, None
     return None
 
@@ -39,10 +39,12 @@ def error_response(ctx: BrokerContext, req: Request, code: E, message: str | Non
 
 def readable_acks(ctx: BrokerContext, req: Request, acks: list[Ack], errors: AckErrors) -> list[Ack]:
     """The acknowledgements of topics the principal may READ; the others get TOPIC_AUTHORIZATION_FAILED."""
-    if ctx.authorizer is None or not acks:
+    if ctx.access.authorizer is None or not acks:
         return acks
     names = ctx.share.topic_ids()
-    readable = ctx.authorize_names(req, AclOperation.READ, ResourceType.TOPIC, {names.get(t, "") for t, _, _ in acks})
+    readable = ctx.access.authorize_names(
+        req, AclOperation.READ, ResourceType.TOPIC, {names.get(t, "") for t, _, _ in acks}
+    )
     for tid, index, _b in acks:
         if names.get(tid, "") not in readable:
             errors[(tid, index)] = (int(E.TOPIC_AUTHORIZATION_FAILED), None)
@@ -94,7 +96,7 @@ ZERO_UUID = uuid.UUID(int=0)
 def offsets_refusal(ctx: BrokerContext, req: Request, operation: AclOperation) -> tuple[E, str | None] | None:
     """Alter/DeleteShareGroupOffsets' group checks (Kafka 4.4's order and messages), or None."""
     gid = req.body.group_id
-    if not ctx.authorize(req, operation, ResourceType.GROUP, gid):
+    if not ctx.access.authorize(req, operation, ResourceType.GROUP, gid):
         return E.GROUP_AUTHORIZATION_FAILED, None
     g = ctx.share.describe(gid)
     if g is None:

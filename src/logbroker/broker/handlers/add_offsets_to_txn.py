@@ -18,9 +18,9 @@ R = API.response
 @handles(ApiKey.AddOffsetsToTxn, 0, 4, exclusive=True)  # one connection's requests in order, as Kafka
 async def handle(ctx: BrokerContext, req: Request) -> R:
     b = req.body
-    if not ctx.authorize(req, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, b.transactional_id):
+    if not ctx.access.authorize(req, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, b.transactional_id):
         return R(throttle_time_ms=0, error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    if not ctx.authorize(req, AclOperation.READ, ResourceType.GROUP, b.group_id):
+    if not ctx.access.authorize(req, AclOperation.READ, ResourceType.GROUP, b.group_id):
         return R(throttle_time_ms=0, error_code=E.GROUP_AUTHORIZATION_FAILED)
     err = await ctx.txns.add_partitions(b.transactional_id, b.producer_id, b.producer_epoch, set(), {b.group_id})
     if err == E.PRODUCER_FENCED and req.version < 2:

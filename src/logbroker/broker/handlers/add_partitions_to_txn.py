@@ -33,11 +33,11 @@ async def handle(ctx: BrokerContext, req: Request) -> R:
     for t in b.v3_and_below_topics:
         wanted.setdefault(t.name, []).extend(t.partitions)
     tid = b.v3_and_below_transactional_id
-    if not ctx.authorize(req, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+    if not ctx.access.authorize(req, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
         denied = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         return _answer(wanted, {(t, p): denied for t, ps in wanted.items() for p in ps})
     # Kafka's internal topics are never writable by a client, with or without an authorizer.
-    writable = ctx.authorize_names(
+    writable = ctx.access.authorize_names(
         req, AclOperation.WRITE, ResourceType.TOPIC, [t for t in wanted if t not in KAFKA_INTERNAL_TOPICS]
     )
     failed = {(t, p): E.TOPIC_AUTHORIZATION_FAILED for t, ps in wanted.items() if t not in writable for p in ps}

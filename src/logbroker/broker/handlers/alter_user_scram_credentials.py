@@ -30,13 +30,13 @@ async def handle(ctx: BrokerContext, req: Request) -> R:
         users = sorted({d.name for d in b.deletions} | {u.name for u in b.upsertions})
         code = E.CLUSTER_AUTHORIZATION_FAILED
         return R(throttle_time_ms=0, results=[Result(user=u, error_code=code, error_message=denied) for u in users])
-    outcomes, records = ctx.users.plan(
+    outcomes, records = ctx.access.users.plan(
         [(d.name, d.mechanism) for d in b.deletions],
         [Upsertion(u.name, u.mechanism, u.iterations, bytes(u.salt), bytes(u.salted_password)) for u in b.upsertions],
     )
     if records:
         try:
-            await ctx.alter_users(records)
+            await ctx.access.alter_users(records)
         except OSError as exc:
             log.error("SCRAM credentials not durable: %s", exc)
             outcomes = {

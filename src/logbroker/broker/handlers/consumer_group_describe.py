@@ -64,9 +64,9 @@ def _bits(ops: frozenset[int]) -> int:
 @handles(ApiKey.ConsumerGroupDescribe, 0, 0)
 def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     out = _describe(ctx, req)
-    if ctx.authorizer is not None:
+    if ctx.access.authorizer is not None:
         topics = [_topics(g) for g in out]
-        allowed = ctx.authorize_names(req, AclOperation.DESCRIBE, ResourceType.TOPIC, set().union(*topics))
+        allowed = ctx.access.authorize_names(req, AclOperation.DESCRIBE, ResourceType.TOPIC, set().union(*topics))
         out = [g if t <= allowed else _hidden(g.group_id) for g, t in zip(out, topics, strict=True)]
     return R(throttle_time_ms=0, groups=out)
 
@@ -85,8 +85,8 @@ def _hidden(gid: str) -> DG:
 def _describe(ctx: BrokerContext, req: Request) -> list[DG]:
     wanted = req.body.group_ids
     out = []
-    if ctx.authorizer is not None:
-        allowed = [ctx.authorize(req, AclOperation.DESCRIBE, ResourceType.GROUP, gid) for gid in wanted]
+    if ctx.access.authorizer is not None:
+        allowed = [ctx.access.authorize(req, AclOperation.DESCRIBE, ResourceType.GROUP, gid) for gid in wanted]
         out = [
             _error(gid, E.GROUP_AUTHORIZATION_FAILED, None) for gid, ok in zip(wanted, allowed, strict=True) if not ok
         ]

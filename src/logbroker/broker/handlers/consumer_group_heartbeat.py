@@ -22,14 +22,14 @@ A = R.Assignment
 
 @handles(ApiKey.ConsumerGroupHeartbeat, 0, 1)
 async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
-    if ctx.authorizer is not None:
+    if ctx.access.authorizer is not None:
         b = req.body
         refused = None
-        if not ctx.authorize(req, AclOperation.READ, ResourceType.GROUP, b.group_id):
+        if not ctx.access.authorize(req, AclOperation.READ, ResourceType.GROUP, b.group_id):
             refused = E.GROUP_AUTHORIZATION_FAILED
         elif b.subscribed_topic_names:
             names = set(b.subscribed_topic_names)
-            if len(ctx.authorize_names(req, AclOperation.DESCRIBE, ResourceType.TOPIC, names)) < len(names):
+            if len(ctx.access.authorize_names(req, AclOperation.DESCRIBE, ResourceType.TOPIC, names)) < len(names):
                 refused = E.TOPIC_AUTHORIZATION_FAILED
         if refused is not None:
             return R(throttle_time_ms=0, error_code=int(refused), error_message=None, member_id=None, member_epoch=0,

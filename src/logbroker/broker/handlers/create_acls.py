@@ -91,7 +91,7 @@ async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
         return NO_RESPONSE_CLOSE
     if (denied := cluster_denial(ctx, req, AclOperation.ALTER)) is not None:
         return _all(creations, E.CLUSTER_AUTHORIZATION_FAILED, denied)
-    if ctx.authorizer is None:
+    if ctx.access.authorizer is None:
         return _all(creations, E.SECURITY_DISABLED, "No Authorizer is configured.")
     bindings = [binding(c) for c in creations]
     if any(_unbuildable(b) for b in bindings):
@@ -100,7 +100,7 @@ async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     valid = [b for b, o in zip(bindings, outcomes, strict=True) if o is None]
     if valid:
         try:
-            created = iter(await ctx.create_acls(valid))
+            created = iter(await ctx.access.create_acls(valid))
         except OSError as exc:
             log.error("ACLs not durable: %s", exc)
             stored = Refusal(E.KAFKA_STORAGE_ERROR, f"not stored: {exc}")

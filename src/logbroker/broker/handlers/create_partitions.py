@@ -24,7 +24,7 @@ MAX_NEW_PARTITIONS_PER_REQUEST = 10_000
 
 @handles(ApiKey.CreatePartitions, 0, 3)
 def handle(ctx: BrokerContext, req: Request) -> R:
-    allowed = ctx.authorize_names(req, AclOperation.ALTER, ResourceType.TOPIC, [t.name for t in req.body.topics])
+    allowed = ctx.access.authorize_names(req, AclOperation.ALTER, ResourceType.TOPIC, [t.name for t in req.body.topics])
     denied = [
         TR(name=t.name, error_code=E.TOPIC_AUTHORIZATION_FAILED, error_message=None)
         for t in req.body.topics

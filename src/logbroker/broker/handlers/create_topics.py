@@ -48,11 +48,11 @@ def requested_partitions(topics: Any, default: int) -> int:
 @handles(ApiKey.CreateTopics, 2, 7)
 def handle(ctx: BrokerContext, req: Request) -> R:
     names = [t.name for t in req.body.topics]
-    if ctx.authorize(req, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME):
+    if ctx.access.authorize(req, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME):
         creatable = set(names)
     else:
-        creatable = ctx.authorize_names(req, AclOperation.CREATE, ResourceType.TOPIC, names)
-    describable = ctx.authorize_names(req, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names)
+        creatable = ctx.access.authorize_names(req, AclOperation.CREATE, ResourceType.TOPIC, names)
+    describable = ctx.access.authorize_names(req, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names)
     topics = [t for t in req.body.topics if t.name in creatable]
     denied = [
         _failed(t.name, E.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")

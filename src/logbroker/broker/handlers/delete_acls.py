@@ -74,12 +74,12 @@ async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
         return NO_RESPONSE_CLOSE
     if (denied := cluster_denial(ctx, req, AclOperation.ALTER)) is not None:
         return _all(filters, E.CLUSTER_AUTHORIZATION_FAILED, denied)
-    if ctx.authorizer is None:
+    if ctx.access.authorizer is None:
         return _all(filters, E.SECURITY_DISABLED, "No Authorizer is configured.")
     if not filters:
         return _all(filters, 0, None)
     try:
-        outcomes = await ctx.delete_acls([acl_filter(f) for f in filters])
+        outcomes = await ctx.access.delete_acls([acl_filter(f) for f in filters])
     except OSError as exc:
         log.error("ACL deletions not durable: %s", exc)
         return _all(filters, E.KAFKA_STORAGE_ERROR, f"not stored: {exc}")

@@ -19,8 +19,8 @@ R = API.response
 async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     names = list(dict.fromkeys(req.body.groups_names))  # Kafka answers an id named twice once
     refused = []
-    if ctx.authorizer is not None:
-        allowed = ctx.authorize_names(req, AclOperation.DELETE, ResourceType.GROUP, names)
+    if ctx.access.authorizer is not None:
+        allowed = ctx.access.authorize_names(req, AclOperation.DELETE, ResourceType.GROUP, names)
         refused = [
             R.DeletableGroupResult(group_id=gid, error_code=int(E.GROUP_AUTHORIZATION_FAILED))
             for gid in names

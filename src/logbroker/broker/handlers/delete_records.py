@@ -41,7 +41,7 @@ def handle(ctx: BrokerContext, req: Request) -> R:
         return PR(partition_index=p.partition_index, low_watermark=-1, error_code=code)
 
     topics = _merged(req.body.topics)
-    allowed = ctx.authorize_names(req, AclOperation.DELETE, ResourceType.TOPIC, [t.name for t in topics])
+    allowed = ctx.access.authorize_names(req, AclOperation.DELETE, ResourceType.TOPIC, [t.name for t in topics])
 
     def internal(plog: PartitionLog, p: Any) -> Any:  # Kafka: only its coordinators delete those records
         return error(p, E.INVALID_TOPIC_EXCEPTION)

@@ -42,7 +42,7 @@ def handle(ctx: BrokerContext, req: Request) -> R:
             responses=[TR(name=n, topic_id=i, error_code=E.REQUEST_TIMED_OUT, error_message=None) for n, i in wanted],
         )
     results = list(refused)
-    everything = ctx.authorize(req, AclOperation.DELETE, ResourceType.CLUSTER, CLUSTER_NAME)
+    everything = ctx.access.authorize(req, AclOperation.DELETE, ResourceType.CLUSTER, CLUSTER_NAME)
     for name, topic_id in valid:
         if name is None:
             assert topic_id is not None
@@ -58,8 +58,8 @@ def handle(ctx: BrokerContext, req: Request) -> R:
                 )
                 continue
             name = by_id.name
-            if not everything and not ctx.authorize(req, AclOperation.DELETE, ResourceType.TOPIC, name):
-                seen = ctx.authorize(req, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+            if not everything and not ctx.access.authorize(req, AclOperation.DELETE, ResourceType.TOPIC, name):
+                seen = ctx.access.authorize(req, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
                 results.append(_denied(name if seen else None, topic_id))
                 continue
         elif not everything and _name_denied(ctx, req, name):
@@ -110,9 +110,9 @@ def _validate(wanted: list[tuple[str | None, uuid.UUID | None]]) -> tuple[list[A
 def _name_denied(ctx: BrokerContext, req: Request, name: str) -> bool:
     """A topic named without DELETE: refused, unless the principal may DESCRIBE it and it does not exist
     (then it is answered as unknown)."""
-    if ctx.authorize(req, AclOperation.DELETE, ResourceType.TOPIC, name):
+    if ctx.access.authorize(req, AclOperation.DELETE, ResourceType.TOPIC, name):
         return False
-    return ctx.topic(name) is not None or not ctx.authorize(req, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+    return ctx.topic(name) is not None or not ctx.access.authorize(req, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
 
 
 def _denied(name: str | None, topic_id: uuid.UUID) -> Any:

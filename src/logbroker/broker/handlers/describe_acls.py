@@ -32,7 +32,7 @@ def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
         return NO_RESPONSE_CLOSE
     if (denied := cluster_denial(ctx, req, AclOperation.DESCRIBE)) is not None:
         return _error(E.CLUSTER_AUTHORIZATION_FAILED, denied)
-    if ctx.authorizer is None:
+    if ctx.access.authorizer is None:
         return _error(E.SECURITY_DISABLED, "No Authorizer is configured on the broker")
     f = AclBindingFilter(
         ResourceType.from_code(b.resource_type_filter),
@@ -44,7 +44,7 @@ def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
         AclPermissionType.from_code(b.permission_type),
     )
     groups: dict[tuple[int, str, int], list[AclBinding]] = {}
-    for acl in ctx.describe_acls(f):
+    for acl in ctx.access.describe_acls(f):
         groups.setdefault((acl.resource_type, acl.name, acl.pattern_type), []).append(acl)
     resources = [
         Resource(

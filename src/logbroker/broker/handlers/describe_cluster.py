@@ -46,7 +46,7 @@ def handle(ctx: BrokerContext, req: Request) -> R:
     ops: frozenset[int] | None = None
     if req.body.include_cluster_authorized_operations:
         ops = frozenset()
-        if ctx.authorize(req, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        if ctx.access.authorize(req, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
             ops = authorized_operations(ctx, req, ResourceType.CLUSTER, CLUSTER_NAME)
     return R(
         throttle_time_ms=0,

@@ -43,8 +43,8 @@ def _missing(gid: str, version: int, message: str, ops: frozenset[int] | None) -
 def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     refused = []
     wanted = req.body.groups
-    if ctx.authorizer is not None:
-        allowed = [ctx.authorize(req, AclOperation.DESCRIBE, ResourceType.GROUP, gid) for gid in wanted]
+    if ctx.access.authorizer is not None:
+        allowed = [ctx.access.authorize(req, AclOperation.DESCRIBE, ResourceType.GROUP, gid) for gid in wanted]
         refused = [_denied(gid) for gid, ok in zip(wanted, allowed, strict=True) if not ok]
         wanted = [gid for gid, ok in zip(wanted, allowed, strict=True) if ok]
     with_ops = req.version >= 3 and req.body.include_authorized_operations

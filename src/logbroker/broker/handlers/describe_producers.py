@@ -33,7 +33,7 @@ def _refusal(ctx: BrokerContext, req: Request, topic: str) -> tuple[E, str] | No
         validate_topic_name(topic)
     except TopicError as exc:
         return exc.error, str(exc)
-    if not ctx.authorize(req, AclOperation.READ, ResourceType.TOPIC, topic):
+    if not ctx.access.authorize(req, AclOperation.READ, ResourceType.TOPIC, topic):
         return E.TOPIC_AUTHORIZATION_FAILED, DENIED
     return None
 

@@ -28,7 +28,7 @@ def handle(ctx: BrokerContext, req: Request) -> Any:
     names = share.topic_ids()
     groups = []
     for g in req.body.groups:
-        if not ctx.authorize(req, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id):
+        if not ctx.access.authorize(req, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id):
             groups.append(DG(group_id=g.group_id, topics=[], error_code=int(E.GROUP_AUTHORIZATION_FAILED),
                              error_message=None))  # fmt: skip
             continue

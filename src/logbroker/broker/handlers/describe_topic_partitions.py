@@ -56,8 +56,8 @@ def handle(ctx: BrokerContext, req: Request) -> R:
     if cursor is not None:
         names = [n for n in names if n >= cursor.topic_name]
     denied: list[str] = []
-    if ctx.authorizer is not None:
-        allowed = ctx.authorize_names(req, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+    if ctx.access.authorizer is not None:
+        allowed = ctx.access.authorize_names(req, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
         denied = [] if everything else [n for n in names if n not in allowed]
         names = [n for n in names if n in allowed]
     budget = max(min(ctx.settings.max_request_partition_size_limit, body.response_partition_limit), 1)

@@ -22,7 +22,7 @@ TD = TS.TopicData
 def handle(ctx: BrokerContext, req: Request) -> R:
     out = []
     for tid in req.body.transactional_ids:
-        if ctx.authorize(req, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid):
+        if ctx.access.authorize(req, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid):
             err, meta = ctx.txns.describe(tid)
         else:
             err, meta = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
@@ -43,8 +43,8 @@ def handle(ctx: BrokerContext, req: Request) -> R:
         topics: dict[str, list[int]] = {}
         for t, p in sorted(meta.partitions):
             topics.setdefault(t, []).append(p)
-        if ctx.authorizer is not None:
-            shown = ctx.authorize_names(req, AclOperation.DESCRIBE, ResourceType.TOPIC, topics)
+        if ctx.access.authorizer is not None:
+            shown = ctx.access.authorize_names(req, AclOperation.DESCRIBE, ResourceType.TOPIC, topics)
             topics = {t: ps for t, ps in topics.items() if t in shown}
         out.append(
             TS(

@@ -42,6 +42,6 @@ def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
             error_message=outcome.message,
             credential_infos=[Info(mechanism=m, iterations=i) for m, i in infos],
         )
-        for name, outcome, infos in ctx.users.describe(names)
+        for name, outcome, infos in ctx.access.users.describe(names)
     ]
     return R(throttle_time_ms=0, error_code=0, error_message=None, results=results)

@@ -18,7 +18,7 @@ R = API.response
 @handles(ApiKey.EndTxn, 0, 4, exclusive=True)  # one connection's requests in order, as Kafka
 async def handle(ctx: BrokerContext, req: Request) -> R:
     b = req.body
-    if not ctx.authorize(req, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, b.transactional_id):
+    if not ctx.access.authorize(req, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, b.transactional_id):
         return R(throttle_time_ms=0, error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     err = await ctx.txns.end_txn(b.transactional_id, b.producer_id, b.producer_epoch, b.committed)
     if err == E.PRODUCER_FENCED and req.version < 2:

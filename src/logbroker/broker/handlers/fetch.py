@@ -60,7 +60,7 @@ async def handle(ctx: BrokerContext, req: Request) -> R:
     if session.error:  # FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH: answered at once
         ctx.metrics.errors(ApiKey.Fetch, [session.error])
         return R(throttle_time_ms=0, error_code=session.error, session_id=0, responses=[])
-    denied = None if ctx.authorizer is None else _denied(ctx, req, session.topics)
+    denied = None if ctx.access.authorizer is None else _denied(ctx, req, session.topics)
     while True:
         lent: list[bytearray] = []
         ranges: list[FileRange] = []
@@ -128,9 +128,9 @@ def _id_error(ctx: BrokerContext, t: Any) -> int:
 def _denied(ctx: BrokerContext, req: Request, topics: Iterable[Any]) -> frozenset[str] | bool:
     """The topics this fetch may not read, or True when it may read none (Kafka's handleFetchRequest)."""
     if replica_id(req) >= 0:
-        return not ctx.authorize(req, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+        return not ctx.access.authorize(req, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
     names = {t.topic for t in topics if not t.topic.startswith("?")}  # unknown ids are answered as such first
-    return frozenset(names - ctx.authorize_names(req, AclOperation.READ, ResourceType.TOPIC, names))
+    return frozenset(names - ctx.access.authorize_names(req, AclOperation.READ, ResourceType.TOPIC, names))
 
 
 def _collect(

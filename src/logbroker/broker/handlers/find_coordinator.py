@@ -26,9 +26,11 @@ DENIED = {
 
 
 def _answer(ctx: BrokerContext, req: Request, key: str, key_type: int) -> tuple[int, str | None, int, str, int]:
-    if key_type == GROUP and not ctx.authorize(req, AclOperation.DESCRIBE, ResourceType.GROUP, key):
+    if key_type == GROUP and not ctx.access.authorize(req, AclOperation.DESCRIBE, ResourceType.GROUP, key):
         return int(E.GROUP_AUTHORIZATION_FAILED), DENIED[E.GROUP_AUTHORIZATION_FAILED], -1, "", -1
-    if key_type == TRANSACTION and not ctx.authorize(req, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+    if key_type == TRANSACTION and not ctx.access.authorize(
+        req, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
+    ):
         return int(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), DENIED[E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED], -1, "", -1
     if key_type not in (GROUP, TRANSACTION):
         return int(E.INVALID_REQUEST), f"coordinator key type {key_type} is not served", -1, "", -1

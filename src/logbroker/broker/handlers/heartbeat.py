@@ -17,7 +17,7 @@ R = API.response
 @handles(ApiKey.Heartbeat, 0, 4)
 def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     b = req.body
-    if not ctx.authorize(req, AclOperation.READ, ResourceType.GROUP, b.group_id):
+    if not ctx.access.authorize(req, AclOperation.READ, ResourceType.GROUP, b.group_id):
         return R(throttle_time_ms=0, error_code=int(E.GROUP_AUTHORIZATION_FAILED))
     err = ctx.groups.heartbeat(
         b.group_id, b.member_id, b.generation_id, b.group_instance_id if req.version >= 3 else None

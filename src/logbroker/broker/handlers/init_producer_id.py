@@ -28,13 +28,13 @@ def _answer(error: E, producer_id: int = -1, epoch: int = -1) -> R:
 async def handle(ctx: BrokerContext, req: Request) -> R:
     body = req.body
     v = req.version
-    if ctx.authorizer is not None:
+    if ctx.access.authorizer is not None:
         tid = body.transactional_id
-        if tid is not None and not ctx.authorize(req, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+        if tid is not None and not ctx.access.authorize(req, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
             return _answer(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         if tid is None and not (
             cluster_allows(ctx, req, AclOperation.IDEMPOTENT_WRITE)
-            or ctx.authorize_any(req, AclOperation.WRITE, ResourceType.TOPIC)
+            or ctx.access.authorize_any(req, AclOperation.WRITE, ResourceType.TOPIC)
         ):
             return _answer(E.CLUSTER_AUTHORIZATION_FAILED)
     pid, epoch = (body.producer_id, body.producer_epoch) if v >= 3 else (-1, -1)

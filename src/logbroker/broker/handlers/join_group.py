@@ -20,7 +20,7 @@ R = API.response
 async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     b = req.body
     v = req.version
-    if not ctx.authorize(req, AclOperation.READ, ResourceType.GROUP, b.group_id):
+    if not ctx.access.authorize(req, AclOperation.READ, ResourceType.GROUP, b.group_id):
         # Kafka's JoinGroupRequest.getErrorResponse: no generation, member, leader or members.
         return R(throttle_time_ms=0, error_code=int(E.GROUP_AUTHORIZATION_FAILED), generation_id=-1,
                  protocol_type=None, protocol_name=None if v >= 7 else "", leader="", skip_assignment=False,

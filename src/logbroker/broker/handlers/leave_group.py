@@ -21,7 +21,7 @@ R = API.response
 @handles(ApiKey.LeaveGroup, 0, 5)
 def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     b = req.body
-    if not ctx.authorize(req, AclOperation.READ, ResourceType.GROUP, b.group_id):
+    if not ctx.access.authorize(req, AclOperation.READ, ResourceType.GROUP, b.group_id):
         return R(throttle_time_ms=0, error_code=int(E.GROUP_AUTHORIZATION_FAILED), members=[])
     wanted = [(m.member_id, m.group_instance_id) for m in b.members] if req.version >= 3 else [(b.member_id, None)]
     top, results = ctx.groups.leave(b.group_id, wanted)

@@ -20,10 +20,10 @@ def handle(ctx: BrokerContext, req: Request) -> R:
     b = req.body
     states = {s.lower() for s in b.states_filter} if req.version >= 4 and b.states_filter else None
     types = {t.lower() for t in b.types_filter} if req.version >= 5 and b.types_filter else None
-    every = ctx.authorizer is None or cluster_allows(ctx, req, AclOperation.DESCRIBE)
+    every = ctx.access.authorizer is None or cluster_allows(ctx, req, AclOperation.DESCRIBE)
     out = []
     for g in ctx.groups.all_groups():
-        if not every and not ctx.authorize(req, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id):
+        if not every and not ctx.access.authorize(req, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id):
             continue
         gtype = g.group_type
         if states is not None and g.state_name.lower() not in states:
@@ -36,7 +36,7 @@ def handle(ctx: BrokerContext, req: Request) -> R:
             )
         )
     for sg in sorted(ctx.share.groups.values(), key=lambda g: g.group_id):
-        if not every and not ctx.authorize(req, AclOperation.DESCRIBE, ResourceType.GROUP, sg.group_id):
+        if not every and not ctx.access.authorize(req, AclOperation.DESCRIBE, ResourceType.GROUP, sg.group_id):
             continue
         if (states is not None and sg.state.lower() not in states) or (types is not None and "share" not in types):
             continue

@@ -83,9 +83,9 @@ def handle(ctx: BrokerContext, req: Request) -> R:
 
     forbidden: list[Any] = []
     asked_topics = body.topics
-    if ctx.authorizer is not None:
+    if ctx.access.authorizer is not None:
         names = {t.name for t in body.topics}
-        allowed = ctx.authorize_names(req, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+        allowed = ctx.access.authorize_names(req, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
         asked_topics = [t for t in body.topics if t.name in allowed]
         forbidden = [
             TR(name=t.name, partitions=[error(p, E.TOPIC_AUTHORIZATION_FAILED) for p in t.partitions])

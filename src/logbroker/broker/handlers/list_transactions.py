@@ -21,8 +21,8 @@ def handle(ctx: BrokerContext, req: Request) -> R:
     duration = b.duration_filter if req.version >= 1 else -1
     pattern = b.transactional_id_pattern if req.version >= 2 else None
     err, unknown, found = ctx.txns.list(b.state_filters, b.producer_id_filters, duration, pattern)
-    if ctx.authorizer is not None:
-        shown = ctx.authorize_names(
+    if ctx.access.authorizer is not None:
+        shown = ctx.access.authorize_names(
             req, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, (m.transactional_id for m in found)
         )
         found = [m for m in found if m.transactional_id in shown]

@@ -37,12 +37,12 @@ def _authorize(
     """The topics to describe, and the refusals that follow them (Kafka's handleTopicMetadataRequest):
     first those the principal may describe but not auto-create, then (when named) those it may not
     describe. A topic named by id is refused by its id, which Kafka does not treat as secret."""
-    allowed = ctx.authorize_names(req, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+    allowed = ctx.access.authorize_names(req, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
     uncreatable: list[str] = []
     missing = [n for n in names if n in allowed and ctx.topic(n) is None]
     creating = requested and auto and ctx.settings.auto_create_topics and missing
     if creating and not cluster_allows(ctx, req, AclOperation.CREATE):
-        creatable = ctx.authorize_names(req, AclOperation.CREATE, ResourceType.TOPIC, missing)
+        creatable = ctx.access.authorize_names(req, AclOperation.CREATE, ResourceType.TOPIC, missing)
         uncreatable = [n for n in missing if n not in creatable]
     refused = [
         _refused(E.TOPIC_AUTHORIZATION_FAILED, n, ZERO_UUID, NO_OPS, n in KAFKA_INTERNAL_TOPICS) for n in uncreatable
@@ -107,7 +107,7 @@ def handle(ctx: BrokerContext, req: Request) -> R:
     # Kafka's order: topics looked up by an unknown id, the described ones, then those refused.
     topics = [_refused(E.UNKNOWN_TOPIC_ID, None, tid, NO_OPS) for tid in dict.fromkeys(unknown_ids)]
     refused: list[T] = []
-    if ctx.authorizer is not None:
+    if ctx.access.authorizer is not None:
         names, refused = _authorize(ctx, req, names, requested, auto)
     with_ops = v >= 8 and body.include_topic_authorized_operations
     for name in names:

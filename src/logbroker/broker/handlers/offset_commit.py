@@ -39,10 +39,10 @@ async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     if by_id:
         resolve_topic_ids(ctx, b.topics)
     readable: set[str] | None = None
-    if ctx.authorizer is not None:
-        if not ctx.authorize(req, AclOperation.READ, ResourceType.GROUP, b.group_id):
+    if ctx.access.authorizer is not None:
+        if not ctx.access.authorize(req, AclOperation.READ, ResourceType.GROUP, b.group_id):
             return _refused(b, E.GROUP_AUTHORIZATION_FAILED)
-        readable = ctx.authorize_names(
+        readable = ctx.access.authorize_names(
             req, AclOperation.READ, ResourceType.TOPIC, (t.name for t in b.topics if t.name or not by_id)
         )
         if not any(

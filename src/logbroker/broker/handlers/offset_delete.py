@@ -23,10 +23,10 @@ async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     b = req.body
     denied: dict[tuple[str, int], E] = {}
     readable = None
-    if ctx.authorizer is not None:
-        if not ctx.authorize(req, AclOperation.DELETE, ResourceType.GROUP, b.group_id):
+    if ctx.access.authorizer is not None:
+        if not ctx.access.authorize(req, AclOperation.DELETE, ResourceType.GROUP, b.group_id):
             return R(error_code=int(E.GROUP_AUTHORIZATION_FAILED), throttle_time_ms=0, topics=[])
-        readable = ctx.authorize_names(req, AclOperation.READ, ResourceType.TOPIC, (t.name for t in b.topics))
+        readable = ctx.access.authorize_names(req, AclOperation.READ, ResourceType.TOPIC, (t.name for t in b.topics))
         denied = {
             (t.name, p.partition_index): E.TOPIC_AUTHORIZATION_FAILED
             for t in b.topics

@@ -56,15 +56,15 @@ def _lookup(ctx: BrokerContext, group_id: str, topics: Any, require_stable: bool
 
 def _group(ctx: BrokerContext, req: Request, group_id: str, topics: Any, stable: bool) -> tuple[int, list]:
     """The group's error code and its topics' rows, as the principal may see them."""
-    if ctx.authorizer is None:
+    if ctx.access.authorizer is None:
         return 0, _lookup(ctx, group_id, topics, stable)
-    if not ctx.authorize(req, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+    if not ctx.access.authorize(req, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         return int(E.GROUP_AUTHORIZATION_FAILED), []
     if topics is None:
         rows = _lookup(ctx, group_id, None, stable)
-        allowed = ctx.authorize_names(req, AclOperation.DESCRIBE, ResourceType.TOPIC, (name for name, _ in rows))
+        allowed = ctx.access.authorize_names(req, AclOperation.DESCRIBE, ResourceType.TOPIC, (name for name, _ in rows))
         return 0, [(name, r) for name, r in rows if name in allowed]
-    allowed = ctx.authorize_names(req, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in topics))
+    allowed = ctx.access.authorize_names(req, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in topics))
     rows = _lookup(ctx, group_id, [t for t in topics if t.name in allowed], stable)
     denied = int(E.TOPIC_AUTHORIZATION_FAILED)
     rows += [(t.name, [(p, -1, -1, "", denied) for p in t.partition_indexes]) for t in topics if t.name not in allowed]

@@ -54,10 +54,10 @@ def handle(ctx: BrokerContext, req: Request) -> R:
 
     topics = req.body.topics
     refused: list[Any] = []
-    if ctx.authorizer is not None and not ctx.authorize(
+    if ctx.access.authorizer is not None and not ctx.access.authorize(
         req, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME
     ):
-        allowed = ctx.authorize_names(req, AclOperation.DESCRIBE, ResourceType.TOPIC, {t.topic for t in topics})
+        allowed = ctx.access.authorize_names(req, AclOperation.DESCRIBE, ResourceType.TOPIC, {t.topic for t in topics})
         refused = [
             TR(topic=t.topic, partitions=[error(p, E.TOPIC_AUTHORIZATION_FAILED) for p in t.partitions])
             for t in topics

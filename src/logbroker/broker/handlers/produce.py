@@ -107,12 +107,12 @@ async def handle(ctx: BrokerContext, req: Request) -> Any:
             ctx, req, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional records need a transactional id"
         )
     writable: set[str] | None = None  # None: no authorizer, every topic may be written
-    if ctx.authorizer is not None:
-        if transactional and not ctx.authorize(
+    if ctx.access.authorizer is not None:
+        if transactional and not ctx.access.authorize(
             req, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id
         ):
             return _refuse_request(ctx, req, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
-        writable = ctx.authorize_names(
+        writable = ctx.access.authorize_names(
             req, AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in body.topic_data if t.name)
         )
     acks = body.acks
@@ -241,8 +241,8 @@ def _may_create(ctx: BrokerContext, req: Request, topic: str) -> bool:
     create it (CREATE on the cluster or the topic, as a Metadata auto-creation needs)."""
     if ctx.topic(topic) is not None:
         return True
-    cluster = ctx.authorize(req, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
-    return cluster or ctx.authorize(req, AclOperation.CREATE, ResourceType.TOPIC, topic)
+    cluster = ctx.access.authorize(req, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+    return cluster or ctx.access.authorize(req, AclOperation.CREATE, ResourceType.TOPIC, topic)
 
 
 def _append(

@@ -92,9 +92,9 @@ async def _acquire(ctx: BrokerContext, req: Request, partitions: list[tuple[str,
     cfg = share.settings(b.group_id)
     names = share.topic_ids()
     readable: set[str] | None = None
-    if ctx.authorizer is not None:
+    if ctx.access.authorizer is not None:
         wanted = {names.get(t, "") for t, _ in partitions}
-        readable = ctx.authorize_names(req, AclOperation.READ, ResourceType.TOPIC, wanted)
+        readable = ctx.access.authorize_names(req, AclOperation.READ, ResourceType.TOPIC, wanted)
     deadline = time.monotonic() + max(b.max_wait_ms, 0) / 1000
     max_records = b.max_records if b.max_records > 0 else 500
     max_bytes = b.max_bytes if b.max_bytes > 0 else 1 << 20

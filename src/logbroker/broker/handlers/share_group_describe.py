@@ -33,7 +33,7 @@ def handle(ctx: BrokerContext, req: Request) -> R:
     names = ctx.share.topic_ids()
     out = []
     for gid in b.group_ids:
-        if not ctx.authorize(req, AclOperation.DESCRIBE, ResourceType.GROUP, gid):
+        if not ctx.access.authorize(req, AclOperation.DESCRIBE, ResourceType.GROUP, gid):
             out.append(_missing(gid, E.GROUP_AUTHORIZATION_FAILED, None))
             continue
         g = ctx.share.describe(gid)

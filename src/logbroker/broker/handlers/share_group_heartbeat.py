@@ -30,12 +30,12 @@ def _error(code: int, message: str | None) -> R:
 @handles(ApiKey.ShareGroupHeartbeat, 1, 1)
 async def handle(ctx: BrokerContext, req: Request) -> R:
     b = req.body
-    if ctx.authorizer is not None:
-        if not ctx.authorize(req, AclOperation.READ, ResourceType.GROUP, b.group_id):
+    if ctx.access.authorizer is not None:
+        if not ctx.access.authorize(req, AclOperation.READ, ResourceType.GROUP, b.group_id):
             return _error(int(E.GROUP_AUTHORIZATION_FAILED), None)
         if b.subscribed_topic_names:
             names = set(b.subscribed_topic_names)
-            if len(ctx.authorize_names(req, AclOperation.DESCRIBE, ResourceType.TOPIC, names)) < len(names):
+            if len(ctx.access.authorize_names(req, AclOperation.DESCRIBE, ResourceType.TOPIC, names)) < len(names):
                 return _error(int(E.TOPIC_AUTHORIZATION_FAILED), None)
     try:
         res = await ctx.share.heartbeat(b, req.header.client_id or "", req.client_host)

@@ -22,7 +22,7 @@ async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     v = req.version
     if v >= 5 and (b.protocol_type is None or b.protocol_name is None):
         return _refused(E.INCONSISTENT_GROUP_PROTOCOL)
-    if not ctx.authorize(req, AclOperation.READ, ResourceType.GROUP, b.group_id):
+    if not ctx.access.authorize(req, AclOperation.READ, ResourceType.GROUP, b.group_id):
         return _refused(E.GROUP_AUTHORIZATION_FAILED)
     groups = ctx.groups
     err, assignment = await groups.sync(

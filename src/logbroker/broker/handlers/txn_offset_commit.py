@@ -42,12 +42,12 @@ async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     errors: dict[tuple[str, int], E] = {}
     wanted: dict[tuple[str, int], Committed] = {}
     readable = None
-    if ctx.authorizer is not None:
-        if not ctx.authorize(req, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, b.transactional_id):
+    if ctx.access.authorizer is not None:
+        if not ctx.access.authorize(req, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, b.transactional_id):
             return _refused(b, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-        if not ctx.authorize(req, AclOperation.READ, ResourceType.GROUP, b.group_id):
+        if not ctx.access.authorize(req, AclOperation.READ, ResourceType.GROUP, b.group_id):
             return _refused(b, E.GROUP_AUTHORIZATION_FAILED)
-        readable = ctx.authorize_names(req, AclOperation.READ, ResourceType.TOPIC, (t.name for t in b.topics))
+        readable = ctx.access.authorize_names(req, AclOperation.READ, ResourceType.TOPIC, (t.name for t in b.topics))
     for t in b.topics:
         for p in t.partitions:
             tp = (t.name, p.partition_index)
