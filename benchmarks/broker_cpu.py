@@ -7,6 +7,9 @@ with acks=all in ~1 MB batches and then consumes them back. Several source trees
 side in interleaved rounds (e.g. this checkout against a `git worktree` of the previous commit):
 
     python benchmarks/broker_cpu.py --mb 512 --rounds 3 --src new=src --src old=/tmp/base/src
+
+`--partitions N` produces instead with the franz-go generator (`lbload`, several acks=all clients) over N
+partitions, and reads nothing back: the measure of concurrent appends to many partitions.
 """
 
 from __future__ import annotations
@@ -64,6 +67,44 @@ def _payload(path: Path, mb: int) -> int:
     return count
 
 
+def measure_partitions(src: str, records: int, partitions: int, clients: int, fsync: str) -> dict[str, float]:
+    """lbload produces `records` 1 KB records over `partitions` partitions from `clients` producers."""
+    from logbroker.bench.native import lbload
+
+    port = _free_port()
+    data = Path(tempfile.mkdtemp(prefix="lb-cpu-"))
+    env = {**os.environ, "PYTHONPATH": str(Path(src).resolve())}
+    cmd = [sys.executable, "-m", "logbroker", "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", str(data)]
+    cmd += ["--fsync", fsync]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_port(port, proc)
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+        admin.create_topics([NewTopic("bench", partitions, 1)])["bench"].result(30)
+        marks: dict[str, float] = {}
+
+        def connected(_line: dict) -> None:
+            marks["c0"], marks["t0"] = cpu_seconds([proc.pid]), time.monotonic()
+
+        sample = lbload(f"127.0.0.1:{port}", "bench", clients=clients, records=records, size=1024,
+                        partitions=partitions, on_connected=connected)  # fmt: skip
+        cpu, secs = cpu_seconds([proc.pid]) - marks["c0"], time.monotonic() - marks["t0"]
+        return {
+            "produce_cpu_s_per_gb": cpu / (sample.bytes / 1e9),
+            "produce_mb_s": sample.bytes / 1e6 / secs,
+            "records_per_s": sample.records / secs,
+        }
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        shutil.rmtree(data, ignore_errors=True)
+
+
 def measure(src: str, payload: Path, records: int, fsync: str) -> dict[str, float]:
     port = _free_port()
     data = Path(tempfile.mkdtemp(prefix="lb-cpu-"))
@@ -112,6 +153,8 @@ def main() -> int:
     ap.add_argument("--mb", type=int, default=512, help="MiB produced per round (default %(default)s)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--fsync", default="always")
+    ap.add_argument("--partitions", type=int, default=0, help="produce with lbload over this many partitions")
+    ap.add_argument("--clients", type=int, default=4, help="lbload producers (with --partitions)")
     args = ap.parse_args()
     if shutil.which("kcat") is None:
         ap.error("kcat not found (apt-get install kcat)")
@@ -122,7 +165,10 @@ def main() -> int:
         runs: dict[str, list[dict[str, float]]] = {n: [] for n in trees}
         for r in range(args.rounds):
             for name, src in trees.items():  # interleaved: drift on the shared machine hits every tree alike
-                runs[name].append(measure(src, payload, records, args.fsync))
+                if args.partitions:
+                    runs[name].append(measure_partitions(src, records, args.partitions, args.clients, args.fsync))
+                else:
+                    runs[name].append(measure(src, payload, records, args.fsync))
                 print(f"round {r + 1} {name}: {json.dumps({k: round(v, 3) for k, v in runs[name][-1].items()})}")
     print("best of rounds (lowest CPU per GB, highest MB/s):")
     for name, rs in runs.items():

@@ -17,9 +17,7 @@ from typing import Any
 from logbroker.spark import pipeline
 from logbroker.spark.spec import load_spec
 
-MERGE_SQL = (
-    "SELECT CAST(key AS STRING) AS k, CAST(value AS STRING) AS v, partition, offset, timestamp FROM events"
-)
+MERGE_SQL = "SELECT CAST(key AS STRING) AS k, CAST(value AS STRING) AS v, partition, offset, timestamp FROM events"
 
 
 def spec(bootstrap: str, topic: str, table: str, checkpoint: str, max_offsets: int) -> Any:

@@ -44,8 +44,6 @@ def describe(bootstrap: str, rtype: Any, name: str) -> dict[str, Any]:
     return fut.result(30)
 
 
-
-
 def incremental(bootstrap: str, rtype: Any, name: str, ops: list[tuple[str, str | None, Any]],
                 validate_only: bool = False) -> None:  # fmt: skip
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -83,8 +81,6 @@ def test_incremental_set_append_subtract_delete_on_a_topic(target: str) -> None:
     incremental(target, TOPIC, topic, [("retention.ms", "300000", SET)], validate_only=True)
     time.sleep(0.5)
     assert value_of(target, topic, "retention.ms") == ("604800000", ConfigSource.DEFAULT_CONFIG)
-
-
 
 
 @pytest.mark.filterwarnings("ignore:alter_configs has been deprecated")

@@ -74,8 +74,8 @@ def test_a_fetch_keeps_its_read_buffers_until_its_response_is_encoded(tmp_path: 
         ctx.open()
         try:
             for name, fill in (("a", b"A"), ("b", b"B")):
-                ctx.ensure_topic(name)
-                plog = ctx.get_log(name, 0)
+                ctx.topics.ensure(name)
+                plog = ctx.topics.log(name, 0)
                 buf = bytearray(build_batch([NewRecord(None, fill * 50_000)]))
                 plog.append(buf, validate_produce(buf, 1 << 20))
             req_a = request("a")

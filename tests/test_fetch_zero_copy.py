@@ -57,8 +57,9 @@ _response = st.fixed_dictionaries(
         "throttle": st.integers(0, 10_000),
         "error": st.sampled_from([0, 70, 71]),
         "session": st.integers(0, 2**31 - 1),
-        "topics": st.lists(st.tuples(st.text(min_size=1, max_size=20), st.uuids(), st.lists(_partition, max_size=4)),
-                           max_size=3),
+        "topics": st.lists(
+            st.tuples(st.text(min_size=1, max_size=20), st.uuids(), st.lists(_partition, max_size=4)), max_size=3
+        ),
     }
 )
 

@@ -248,6 +248,7 @@ def test_error_messages_too_long_for_kafka(target: Target) -> None:
     too_long = uuid.uuid4().hex + "x" * (MAX - 16 - 32)
     for gid, code, message, state in ((fits, E.GROUP_ID_NOT_FOUND, f"Group {fits} not found.", "Dead"),
                                       (too_long, E.UNKNOWN_SERVER_ERROR, None, "")):  # fmt: skip
+
         def described(gid: str = gid) -> Any:  # Kafka answers COORDINATOR_LOAD_IN_PROGRESS while it loads
             [dg] = conn_do(t, DescribeGroupsRequest(groups=[gid], include_authorized_operations=False), 6).groups
             assert dg.error_code not in (E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE), dg

@@ -37,7 +37,6 @@ from logbroker.broker.groups import (
 )
 from logbroker.protocol import ApiKey, api
 from logbroker.protocol.errors import ErrorCode as E
-from logbroker.storage import PartitionLog
 
 HB = api(ApiKey.ConsumerGroupHeartbeat).request  # the wire request class the handler hands over
 TOPIC_ID = str(uuid.uuid4())
@@ -54,8 +53,25 @@ def run(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
     return wrapper
 
 
-async def _sync_log(plog: PartitionLog) -> None:
-    plog.sync()
+class Seams:
+    """The coordinator's durability and topic table: its store synced on every commit."""
+
+    def __init__(self, topics: dict[str, tuple[str, int]] | None) -> None:
+        self.topics = topics if topics is not None else {}
+        self.store: GroupStore | None = None
+
+    async def commit(self) -> None:
+        if self.store is not None:
+            self.store.log.sync()
+
+    def table(self) -> dict[str, tuple[str, int]]:
+        return self.topics
+
+    def by_id(self, topic_id: str | None) -> None:
+        return None
+
+    def log(self, topic: str, partition: int) -> None:
+        return None
 
 
 @asynccontextmanager
@@ -65,7 +81,9 @@ async def coordinator(
     """A coordinator on `data`, stopped and its store closed on exit (a clean shutdown). Without its sweeper
     task, tests sweep explicitly (`until`), so the sweeper's first offsets-retention pass (which drops empty
     groups without offsets) cannot race them."""
-    coord = Coordinator(GroupStore(data, True), CoordinatorConfig(**config), _sync_log, lambda: topics or {})
+    seams = Seams(topics)
+    seams.store = GroupStore(data, True)
+    coord = Coordinator(seams.store, CoordinatorConfig(**config), seams, seams)
     if sweeper:
         coord.start()
     try:

@@ -125,8 +125,13 @@ def _session_fetch(wire: Wire, version: int, session: int, epoch: int, topic_id:
     """A session fetch: with `topic_id`, a full one (epoch 0) of its partition 0 from offset 1."""
     F = api(ApiKey.Fetch).request
     FP = F.FetchTopic.FetchPartition
-    topics = [] if topic_id is None else [
-        F.FetchTopic(topic_id=topic_id, partitions=[FP(partition=0, fetch_offset=1, partition_max_bytes=1 << 20)])]
+    topics = (
+        []
+        if topic_id is None
+        else [
+            F.FetchTopic(topic_id=topic_id, partitions=[FP(partition=0, fetch_offset=1, partition_max_bytes=1 << 20)])
+        ]
+    )
     return wire.call(ApiKey.Fetch, version, F(max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
                                               session_id=session, session_epoch=epoch, topics=topics,
                                               forgotten_topics_data=[], rack_id=""))  # fmt: skip
@@ -209,8 +214,11 @@ def test_list_offsets_answers_every_special_timestamp_as_kafka_without_tiered_st
         for version in (8, 9, 10, 11):
             for ts in stamps:
                 part = LT.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=ts)
-                resp = wire.call(ApiKey.ListOffsets, version, L(
-                    replica_id=-1, isolation_level=0, timeout_ms=1000, topics=[LT(name=name, partitions=[part])]))
+                resp = wire.call(
+                    ApiKey.ListOffsets,
+                    version,
+                    L(replica_id=-1, isolation_level=0, timeout_ms=1000, topics=[LT(name=name, partitions=[part])]),
+                )
                 [p] = [p for t in resp.topics for p in t.partitions]
                 answers.setdefault(version, []).append((p.error_code, p.offset >= 0, p.timestamp >= 0, p.leader_epoch))
     found = (0, True, False, 0)

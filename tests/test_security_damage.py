@@ -79,8 +79,10 @@ def test_a_damaged_deny_in_the_acl_store_denies_everyone_but_super_users_until_a
     with s.proc:
         assert cli("topics", "create", topic, *s.as_("admin")).exit_code == 0
         eventually(lambda: _ok(cli("produce", "-t", topic, *s.as_("admin"), "secret")))
-        for args in (["--allow", "User:alice", "--consumer", "--topic", topic, "--group", "*"],
-                     ["--deny", "User:alice", "--operation", "READ", "--topic", topic]):  # its own batch, last
+        for args in (
+            ["--allow", "User:alice", "--consumer", "--topic", topic, "--group", "*"],
+            ["--deny", "User:alice", "--operation", "READ", "--topic", topic],
+        ):  # its own batch, last
             _ok(cli("acls", "add", *args, *s.as_("admin")))
         denied = consume_one(s, "alice", topic)
         assert denied.exit_code != 0 and "AUTHORIZATION" in denied.output.upper(), denied.output

@@ -351,6 +351,7 @@ def test_group_configs_set_where_a_share_group_starts_and_its_delivery_limit(boo
     produce(bootstrap, topic, [b"before", b"poison"])
     c = consumer(bootstrap, group, topic, explicit=True)
     try:
+
         def ack(_c: Any, m: Any) -> Any:
             return AcknowledgeType.RELEASE if m.value() == b"poison" else AcknowledgeType.ACCEPT
 

@@ -125,14 +125,14 @@ def test_rewind_inside_and_beyond_cache(streams_backend: str) -> None:
                 qs = q.stream("ns", "rewind")
                 first = [ev["i"] async for ev, _ in _take(qs.read(), 0)]
                 assert first == []
-                agent = q._agents[qs.partition]
+                agent = q.agents[qs.partition]
                 await until(lambda: agent.next_offset is not None and agent.next_offset > toks[6].offset)
                 assert agent.low() == toks[0].offset  # all cached
                 got = [ev["i"] async for ev, _ in _take(qs.read(toks[2]), 5)]
                 assert got == [2, 3, 4, 5, 6]
 
             # beyond the cache: p evicted everything (timespan passed, its only reader is past it)
-            agent = p._agents[s.partition]
+            agent = p.agents[s.partition]
             await until(lambda: not agent.messages, what="eviction")
             got = [(ev["i"], t) async for ev, t in _take(s.read(toks[1]), 6)]
             assert [i for i, _ in got] == [1, 2, 3, 4, 5, 6]
@@ -192,7 +192,7 @@ def test_cache_pressure_pauses_fetching_and_drops_nothing(streams_backend: str) 
 
             await s.subscribe(slow)
             await asyncio.gather(*(s.publish(i) for i in range(total)))
-            agent = p._agents[0]
+            agent = p.agents[0]
             while len(seen) < total:
                 max_cached = max(max_cached, len(agent.messages))
                 paused_seen |= agent.paused
@@ -271,7 +271,7 @@ def test_restart_resumes_from_committed_offsets_and_reports_metrics(streams_back
             await p2.wait_assigned(2)
             # every message up to the end is fetched, and each key's newest event delivered: a redelivered
             # older event of a key would have come before it
-            await until(lambda: all(a.next_offset == hw[q] for q, a in p2._agents.items()) and len(second) >= 50,
+            await until(lambda: all(a.next_offset == hw[q] for q, a in p2.agents.items()) and len(second) >= 50,
                         what="second run")  # fmt: skip
             assert metric(p2, "logbroker_streams_consumed_events_total") == 50
 
@@ -551,9 +551,9 @@ def test_idle_implicit_subscriptions_retire_and_come_back(streams_backend: str) 
             await until(lambda: sum(len(v) for v in log.values()) >= 2 * keys, what="on_deactivate calls")
             assert metric(p, "logbroker_streams_implicit_subscriptions") == 0
             assert metric(p, "logbroker_streams_implicit_retirements_total") == keys
-            assert not p._subs and not p._idle_heap
+            assert not p.subscribers and not p._idle_heap
             assert subscription_objects() == before  # bounded: the cursors are gone, not just idle
-            for agent in p._agents.values():  # retired keys hold neither the cache nor the commit point
+            for agent in p.agents.values():  # retired keys hold neither the cache nor the commit point
                 assert p._readers_past(agent) == agent.next_offset
                 assert agent.pressure_cursors == 0
 
@@ -596,7 +596,7 @@ def test_no_event_lost_when_retirement_races_publishes(streams_backend: str) -> 
             await until(lambda: all(sum(e[0] == "event" for e in log[f"r{k}"]) >= n for k in range(keys)),
                         what="every event")  # fmt: skip
             await until(lambda: not p._implicit_subs, what="final retirement")
-            for agent in p._agents.values():
+            for agent in p.agents.values():
                 assert p._readers_past(agent) == agent.next_offset
             total.append(n)
 
@@ -657,7 +657,7 @@ def test_implicit_subscriptions_of_a_revoked_partition_retire(streams_backend: s
             await until(lambda: all(len(seen[k]) >= 3 for k in keys), what="third events")
             assert all(seen[k][2][0] == "p1" for k in keys)
             await until(lambda: not p1._implicit_subs, timeout=timeout + 60, what="final retirement")
-            for agent in p1._agents.values():
+            for agent in p1.agents.values():
                 assert p1._readers_past(agent) == agent.next_offset
 
     run(main())

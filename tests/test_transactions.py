@@ -163,8 +163,6 @@ def admin_latest(bootstrap: str, topic: str, level: IsolationLevel) -> int:
     return admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=level)[tp].result(30).offset
 
 
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # confluent-kafka: commit, abort, isolation levels, the LSO
 
@@ -239,8 +237,6 @@ def test_open_transaction_holds_read_committed_at_the_lso(target: Target) -> Non
     )
     assert watermarks(target.bootstrap, topic, "read_committed") == (0, 7)
     assert admin_latest(target.bootstrap, topic, IsolationLevel.READ_COMMITTED) == 7
-
-
 
 
 def test_read_committed_consumer_waiting_at_the_lso_gets_the_records_at_commit(target: Target) -> None:

@@ -15,35 +15,49 @@ from logbroker.storage.internal import COMPACT_MIN_RECORDS
 
 
 class Node:
-    """The coordinator's ports on a data directory: one partition log, fsync on every persist."""
+    """The coordinator's seams on a data directory: one partition log, fsync on every commit."""
 
     def __init__(self, data: Path) -> None:
         self.data = data
         self.plog = PartitionLog(data / "t-0", LogConfig(), True)
         self.completed: list[tuple[int, bool]] = []
+        self._ids = iter(range(1000, 10**6))
         self.coord = self._coordinator()
 
+    # OpenTransactions
+    def log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self.plog if (topic, partition) == ("t", 0) else None
+
+    def with_open_transactions(self) -> list[tuple[str, int, PartitionLog]]:
+        return [("t", 0, self.plog)] if self.plog.producers.ongoing else []
+
+    def table(self) -> dict[str, tuple[str, int]]:
+        return {}
+
+    def by_id(self, topic_id: str | None) -> None:
+        return None
+
+    # Durability
+    async def commit(self) -> None:
+        self.plog.sync()
+        self.store.log.sync()
+
+    # ProducerIds
+    def next_id(self) -> int:
+        return next(self._ids)
+
+    # TxnOffsets
+    async def complete_txn(self, producer_id: int, groups: Iterable[str], commit: bool) -> None:
+        self.completed.append((producer_id, commit))
+
     def _coordinator(self) -> TxnCoordinator:
-        async def persist(plog: PartitionLog) -> None:
-            plog.sync()
-
-        async def complete(pid: int, groups: Iterable[str], commit: bool) -> None:
-            self.completed.append((pid, commit))
-
-        async def sync() -> None:
-            self.plog.sync()
-
-        ids = iter(range(1000, 10**6))
+        self.store = TxnStore(self.data, clean_shutdown=True)
         return TxnCoordinator(
-            TxnStore(self.data, clean_shutdown=True),
+            self.store,
             TxnSettings(max_timeout_ms=900_000, id_expiration_ms=10**9, abort_interval_ms=10**6,
                         expire_interval_ms=10**6),
-            get_log=lambda t, p: self.plog if (t, p) == ("t", 0) else None,
-            sync=sync,
-            persist=persist,
-            next_producer_id=lambda: next(ids),
-            complete_offsets=complete,
-        )
+            logs=self, durability=self, producer_ids=self, offsets=self,
+        )  # fmt: skip
 
     def reopen(self) -> None:
         self.coord.close()

@@ -101,8 +101,6 @@ def fetch_v8(conn: Connection, group: str, topic: str | None, partitions: list[i
     return {p.partition_index: (p.committed_offset, p.metadata, p.error_code) for t in g.topics for p in t.partitions}
 
 
-
-
 def test_pending_offsets_are_unstable_until_the_transaction_ends(target: Target) -> None:
     topic = create_topic(target.bootstrap, unique("txoff"), partitions=2)
     group = unique("g")

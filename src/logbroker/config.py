@@ -14,6 +14,9 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from logbroker import addresses
+from logbroker.kafka_properties import LISTENER_OVERRIDABLE, PropertiesError, load_properties
+
 
 class FsyncPolicy(StrEnum):
     ALWAYS = "always"
@@ -26,10 +29,9 @@ class ConfigError(ValueError):
 
 
 def parse_host_port(value: str, what: str = "listen") -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"{what} must be HOST:PORT, got {value!r}")
-    return host.strip("[]") or "0.0.0.0", int(port)
+    """A listen address: port 0 picks a free one, no host means every interface."""
+    host, port = addresses.parse_host_port(value, what, allow_port_zero=True)
+    return host or "0.0.0.0", port
 
 
 def parse_ip_overrides(value: str) -> dict[str, int]:
@@ -48,14 +50,6 @@ DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)  # Kafka
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 _LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[0-9A-Fa-f:.%]*\]|[0-9A-Za-z\-._]*):(-?[0-9]+)$")
-# Settings a listener may override (Kafka's `listener.name.<listener>.<config>`).
-LISTENER_OVERRIDABLE = frozenset(
-    {
-        "ssl_keystore_location", "ssl_keystore_type", "ssl_key_password", "ssl_truststore_location",
-        "ssl_truststore_type", "ssl_client_auth", "ssl_principal_mapping_rules", "ssl_enabled_protocols",
-        "sasl_enabled_mechanisms", "sasl_plain_users_file", "sasl_plain_jaas_config", "connections_max_reauth_ms",
-    }
-)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -551,8 +545,6 @@ def read_config_file(path: Path, notes: list[str] | None = None, names: dict[str
 
 
 def _read_properties(path: Path, notes: list[str] | None, names: dict[str, str] | None) -> dict[str, Any]:
-    from logbroker.kafka_properties import PropertiesError, load_properties
-
     try:
         text = path.read_bytes().decode("latin-1")  # java.util.Properties reads ISO-8859-1, as Kafka loads it
     except OSError as exc:

@@ -27,7 +27,15 @@ from typing import Any
 
 import javaproperties
 
-from logbroker.config import LISTENER_OVERRIDABLE
+# Settings a listener may override (Kafka's `listener.name.<listener>.<config>`).
+LISTENER_OVERRIDABLE = frozenset(
+    {
+        "ssl_keystore_location", "ssl_keystore_type", "ssl_key_password", "ssl_truststore_location",
+        "ssl_truststore_type", "ssl_client_auth", "ssl_principal_mapping_rules", "ssl_enabled_protocols",
+        "sasl_enabled_mechanisms", "sasl_plain_users_file", "sasl_plain_jaas_config", "connections_max_reauth_ms",
+    }
+)  # fmt: skip
+
 
 __all__ = ["IGNORED", "KAFKA_NAMES", "REFUSED_UNLESS_DEFAULT", "Loaded", "PropertiesError", "load_properties"]
 

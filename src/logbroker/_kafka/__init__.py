@@ -3,11 +3,14 @@
 - `KafkaSettings` + `librdkafka_config`: connection and security settings -> librdkafka properties;
 - `ensure_topics` / `ensure_topic`: create if missing, then wait until every partition is led and serving;
 - `classify` / `ErrorMap`: confluent-kafka errors -> a `Kind` -> each face's own exception types;
+- `producer` / `consumer` / `admin` from one `KafkaSettings`, and `produce` / `produce_async`: the one
+  send-with-back-pressure (a full local queue serves deliveries and retries);
 - the embedded-broker registry lives with the broker, in `logbroker.embedded` (`acquire_embedded`).
 
 Faces import from here, never from each other, and never copy these policies.
 """
 
+from logbroker._kafka.clients import admin, consumer, produce, produce_async, producer
 from logbroker._kafka.errors import (
     BrokerUnreachable,
     Classified,
@@ -49,12 +52,17 @@ __all__ = [
     "TopicNotReady",
     "TopicRefused",
     "TopicSpec",
+    "admin",
     "as_config",
     "classify",
+    "consumer",
     "ensure_topic",
     "ensure_topics",
     "implied_protocol",
     "kafka_error_of",
     "librdkafka_config",
     "new_client",
+    "produce",
+    "produce_async",
+    "producer",
 ]

@@ -31,7 +31,8 @@ from logbroker.storage.configs import (
     parse_typed,
     render,
 )
-from logbroker.storage.log import LogConfig, _write_atomic
+from logbroker.storage.files import write_atomic
+from logbroker.storage.log import LogConfig
 
 from .loggers import config_values
 
@@ -225,7 +226,7 @@ class BrokerConfigs:
 
     def _save(self, dynamic: Mapping[str, Mapping[str, str]]) -> None:
         self.dir.mkdir(exist_ok=True)
-        _write_atomic(self.dir / CONFIG_FILE, json.dumps(dynamic, sort_keys=True).encode())
+        write_atomic(self.dir / CONFIG_FILE, json.dumps(dynamic, sort_keys=True).encode())
 
     # ------------------------------------------------------------------ values
 

@@ -8,23 +8,21 @@ producer ids) and its life cycle; `server.py` owns sockets only.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import os
 import resource
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from types import MappingProxyType
 from typing import TypeVar
 
 from logbroker.config import BrokerSettings
-from logbroker.protocol import ApiSpec, ErrorCode, Request
+from logbroker.protocol import ApiSpec
 from logbroker.protocol.buffers import POOLED_MIN, BufferPool, anonymous
 from logbroker.storage import LogConfig, LogManager, PartitionLog
 from logbroker.storage.internal import InternalLog
-from logbroker.storage.manager import KAFKA_INTERNAL_TOPICS, TopicError, TopicMeta, validate_topic_name
+from logbroker.storage.manager import TopicMeta
 
 from .access import AccessControl
 from .append_turns import AppendTurns
@@ -35,19 +33,20 @@ from .auth.acls import (
 )
 from .auth.users import UserStore
 from .configs import BrokerConfigs
-from .fetch_sessions import FetchSession, FetchSessionCache
+from .fetch_sessions import FetchSessionCache
 from .flusher import Flusher
 from .group_configs import GroupConfigs
 from .groups.coordinator import Coordinator, CoordinatorConfig
-from .groups.model import for_log
 from .groups.store import GroupStore
 from .log_cleaner import LogCleaner
-from .loggers import config_changes, config_values
+from .loggers import config_changes
+from .long_polls import LongPolls
 from .metrics import BrokerMetrics
 from .producer_ids import ProducerIdAllocator
 from .scrubber import Scrubber
 from .share import ShareConfig, ShareCoordinator, ShareStore
 from .share.coordinator import GroupSettings
+from .topics import Topics
 from .txn import TxnCoordinator, TxnSettings, TxnStore
 
 log = logging.getLogger("logbroker.broker")
@@ -57,19 +56,6 @@ _Store = TypeVar("_Store", bound=InternalLog)
 
 # Warm memory kept for large request frames (`BrokerContext.request_buffers`).
 REQUEST_POOL_BYTES = 128 << 20
-
-
-# The coordinators' topics this broker makes on demand, and the setting that gives each its partitions.
-INTERNAL_TOPIC_PARTITIONS = {
-    "__consumer_offsets": "offsets_topic_num_partitions",
-    "__transaction_state": "transaction_state_log_num_partitions",
-}
-
-
-def _offset_at(plog: PartitionLog, timestamp_ms: int) -> int:
-    """The first offset whose record is at or after `timestamp_ms`, else the log end."""
-    found = plog.offset_for_timestamp(timestamp_ms)
-    return found[0] if found is not None and found[0] >= 0 else plog.next_offset
 
 
 class NoResponse:
@@ -108,6 +94,7 @@ class BrokerContext:
         )
         self.cluster_id = ""
         self._logs: LogManager | None = None
+        self._topics: Topics | None = None
         self._configs: BrokerConfigs | None = None
         self.cleaner: LogCleaner | None = None
         self.scrubber: Scrubber | None = None
@@ -116,17 +103,13 @@ class BrokerContext:
         self._txns: TxnCoordinator | None = None
         self._share: ShareCoordinator | None = None
         self._access: AccessControl | None = None
-        self._append_waiters: dict[PartitionKey, set[asyncio.Future[None]]] = {}
         self._stopping = False
         self._producer_expiry: asyncio.Task[None] | None = None
-        self._table: Mapping[str, tuple[str, int]] = MappingProxyType({})
-        self._table_at = -1
         # Each partition's appends take turns in arrival order: a produce yields between large batches, and
         # pipelined produces must still append in the order they came, partition by partition.
         self.append_turns = AppendTurns()
         self.read_buffers = BufferPool()  # fetch reads land here, reused across requests
-        # Incremental fetch sessions (KIP-227): broker-wide, in memory only, as Kafka keeps them.
-        self.fetch_sessions = FetchSessionCache(settings.max_incremental_fetch_session_cache_slots)
+        self.polls = LongPolls(FetchSessionCache(settings.max_incremental_fetch_session_cache_slots))
         self.frame_buffers = BufferPool()  # large response frames (the server's connections use it)
         # Large request frames (Produce batches) are received into these: warm memory, not fresh pages.
         # Bounded by bytes, not count: with 16 at most, 2,500 clients sending ~400 KB each at once had all
@@ -175,18 +158,7 @@ class BrokerContext:
                 which = f"broker {scope}" if scope else "cluster-wide default"
                 log.info("broker configs changed (%s): %s", which, changed)
             self._storage.set_defaults(self.configs.log_defaults())
-            if self.cleaner is not None:
-                self.cleaner.kick()
-
-    def alter_topic_configs(self, name: str, overrides: Mapping[str, str], validate_only: bool) -> None:
-        meta = self.topic(name)
-        before = dict(meta.configs) if meta is not None else {}
-        self._storage.alter_topic_configs(name, overrides, validate_only)
-        if not validate_only:
-            if changed := config_changes(before, overrides):
-                log.info("topic %s: configs changed: %s", for_log(name), changed)
-            if self.cleaner is not None:
-                self.cleaner.kick()
+            self._kick_cleaner()
 
     @property
     def clean_start(self) -> bool:
@@ -201,6 +173,7 @@ class BrokerContext:
         self._logs = LogManager(
             data, self.log_defaults, self.max_open_files(), s.log_preallocate_bytes, on_append=self._on_append
         )
+        topics = self._topics = Topics(self._logs, s)
         self.cluster_id = _cluster_id(data)
         self._producer_ids = ProducerIdAllocator(data / "__producer_ids")
         users = self._listened(UserStore(data, self._logs.clean_start, parse_super_users(s.super_users)))
@@ -226,8 +199,8 @@ class BrokerContext:
                 consumer_heartbeat_interval_ms=s.group_consumer_heartbeat_interval_ms,
                 consumer_migration_policy=s.group_consumer_migration_policy,
             ),
-            self._persist_internal,
-            self._topic_table,
+            self.flusher,
+            topics,
         )
         self._groups.start()
         self._txns = TxnCoordinator(
@@ -238,26 +211,28 @@ class BrokerContext:
                 abort_interval_ms=s.transaction_abort_timed_out_transaction_cleanup_interval_ms,
                 expire_interval_ms=s.transaction_remove_expired_transaction_cleanup_interval_ms,
             ),
-            get_log=self.get_log,
-            sync=self.sync,
-            persist=self._persist_internal,
-            next_producer_id=self._producer_ids.next_id,
-            open_logs=self._logs_with_open_transactions,
-            complete_offsets=self._groups.complete_txn,
+            logs=topics,
+            durability=self.flusher,
+            producer_ids=self._producer_ids,
+            offsets=self._groups,
         )
         self._share = ShareCoordinator(
             self._listened(ShareStore(data, self._logs.clean_start)),
             ShareConfig(max_size=s.group_share_max_size),
-            persist=self._persist_internal,
-            topic_table=self._topic_table,
-            get_log=self.get_log,
-            topic_name=lambda tid: m.name if (m := self.topic_by_id(tid)) is not None else None,
-            other_group=lambda gid: None if self._groups is None or self._groups.group(gid) is None else "consumer",
+            durability=self.flusher,
+            topics=topics,
+            other_groups=self._groups,
             settings_for=self._share_settings,
-            offset_for_timestamp=_offset_at,
         )
         self._share.start()
         self._groups.is_share_group = self._share.is_group
+        groups, share = self._groups, self._share
+        topics.on_delete += [
+            self._wake_partitions,
+            lambda meta: groups.forget_topic(meta.name),
+            lambda meta: share.forget_topic(meta.topic_id),
+        ]
+        topics.on_config_change = self._kick_cleaner
         self.flusher.start()
         self._txns.start()
         self.cleaner = LogCleaner(lambda: self._storage, s)
@@ -293,10 +268,7 @@ class BrokerContext:
     def begin_stopping(self) -> None:
         """No new waits: long polls answer at once so connections can drain."""
         self._stopping = True
-        for fut in itertools.chain.from_iterable(self._append_waiters.values()):
-            if not fut.done():
-                fut.set_result(None)
-        self.fetch_sessions.wake_all()
+        self.polls.stop()
 
     async def close(self) -> None:
         """Stop the coordinators, sync everything outstanding, release the data directory."""
@@ -354,6 +326,21 @@ class BrokerContext:
             raise RuntimeError("the broker context is not open")
         return self._logs
 
+    @property
+    def topics(self) -> Topics:
+        """Topics and their partition logs (`Topics`)."""
+        if self._topics is None:
+            raise RuntimeError("the broker context is not open")
+        return self._topics
+
+    def _wake_partitions(self, meta: TopicMeta) -> None:
+        for i in range(meta.partitions):
+            self.polls.wake((meta.name, i))
+
+    def _kick_cleaner(self) -> None:
+        if self.cleaner is not None:
+            self.cleaner.kick()
+
     def connection_closed(self, connection_id: int) -> None:
         """A client connection went away: the share sessions it carried end, releasing their records."""
         if self._share is not None and not self._stopping:
@@ -377,11 +364,6 @@ class BrokerContext:
             raise RuntimeError("the broker context is not open")
         return self._txns
 
-    def _logs_with_open_transactions(self) -> list[tuple[str, int, PartitionLog]]:
-        if self._logs is None:
-            return []
-        return [(t, i, plog) for (t, i), plog in self._logs.logs.items() if plog.producers.ongoing]
-
     @property
     def opened(self) -> bool:
         """Whether `open()` has made the broker's state (and not `close()` yet)."""
@@ -400,98 +382,6 @@ class BrokerContext:
             raise RuntimeError("the broker context is not open")
         return self._producer_ids
 
-    def topic(self, name: str) -> TopicMeta | None:
-        return self._storage.topics.get(name)
-
-    def topics(self, include_internal: bool = True) -> Iterable[TopicMeta]:
-        return [m for m in self._storage.topics.values() if include_internal or not m.internal]
-
-    def topic_by_id(self, topic_id: uuid.UUID | str | None) -> TopicMeta | None:
-        """The topic of an id; None for an unknown one, and for a null or zero id (which names no topic)."""
-        return None if topic_id is None else self._storage.topic_by_id(str(topic_id))
-
-    def unavailable(self, topic: str) -> str | None:
-        """Why a topic whose data is on disk cannot be served (damaged metadata), or None."""
-        return self._storage.unavailable.get(topic)
-
-    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
-        return self._storage.get(topic, partition)
-
-    def ensure_topic(self, topic: str, allow_auto_create: bool = True, by: Request | None = None) -> ErrorCode:
-        """NONE when `topic` exists or was just auto-created (Kafka's auto.create.topics.enable); `by`: the
-        request that asked, named in the log line of an auto-creation.
-
-        A topic whose data is on disk but cannot be served (damaged metadata) answers KAFKA_STORAGE_ERROR
-        and is never auto-created anew; so does an auto-create that fails for lack of space or descriptors.
-        """
-        storage = self._storage
-        if topic in storage.topics:
-            return ErrorCode.NONE
-        if topic in storage.unavailable:
-            return ErrorCode.KAFKA_STORAGE_ERROR
-        if topic in INTERNAL_TOPIC_PARTITIONS:
-            if not (allow_auto_create and self.settings.auto_create_topics):
-                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            return self.ensure_internal_topic(topic)
-        try:
-            validate_topic_name(topic)
-            if not (allow_auto_create and self.settings.auto_create_topics):
-                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            meta = storage.create_topic(topic, self.settings.num_partitions)
-        except TopicError as exc:
-            return exc.error
-        who = f" by {_requester(by)}" if by is not None else ""
-        log.info("topic %s auto-created%s: %d partitions", for_log(topic), who, meta.partitions)
-        return ErrorCode.NONE
-
-    def ensure_internal_topic(self, topic: str) -> ErrorCode:
-        """Kafka makes a coordinator's topic (`__consumer_offsets`, `__transaction_state`) on the first
-        FindCoordinator for it, or a Metadata request naming it. Here the coordinators keep their state in
-        their own logs, so the topic is what clients see of it: listed as internal, readable, and closed to
-        their produces. NONE once it exists; KAFKA_STORAGE_ERROR when it cannot be made."""
-        storage = self._storage
-        if topic in storage.topics:
-            return ErrorCode.NONE
-        if topic in storage.unavailable:
-            return ErrorCode.KAFKA_STORAGE_ERROR
-        partitions = getattr(self.settings, INTERNAL_TOPIC_PARTITIONS[topic])
-        try:
-            storage.create_topic(topic, partitions, internal=True)
-        except TopicError as exc:
-            log.warning("internal topic %s could not be created: %s", topic, exc)
-            return exc.error
-        log.info("internal topic %s created: %d partitions", topic, partitions)
-        return ErrorCode.NONE
-
-    def create_topic(self, name: str, partitions: int, configs: dict[str, str | None] | None = None) -> TopicMeta:
-        meta = self._storage.create_topic(name, partitions, configs, internal=name in KAFKA_INTERNAL_TOPICS)
-        log.info("topic %s created: %d partitions, configs: %s", for_log(name), partitions, config_values(meta.configs))
-        return meta
-
-    def create_partitions(self, name: str, count: int) -> None:
-        self._storage.create_partitions(name, count)
-
-    def delete_topic(self, name: str) -> TopicMeta:
-        """Delete a topic, wake its long polls and drop it from groups' offsets and assignments."""
-        meta = self._storage.delete_topic(name)
-        for i in range(meta.partitions):
-            self._wake((meta.name, i))
-        self.groups.forget_topic(meta.name)
-        self.share.forget_topic(meta.topic_id)
-        log.info("topic %s deleted (%d partitions, id %s)", for_log(meta.name), meta.partitions, meta.topic_id)
-        return meta
-
-    def _topic_table(self) -> Mapping[str, tuple[str, int]]:
-        """Name -> (topic id, partitions) of user topics, read by every KIP-848 heartbeat: rebuilt only
-        after a topic is created, grown or deleted."""
-        logs = self._storage
-        if self._table_at != logs.changes:
-            self._table = MappingProxyType(
-                {n: (m.topic_id, m.partitions) for n, m in logs.topics.items() if not m.internal}
-            )
-            self._table_at = logs.changes
-        return self._table
-
     # ------------------------------------------------------------------ the data path
 
     def _on_append(self, plog: PartitionLog, nbytes: int) -> None:
@@ -499,66 +389,11 @@ class BrokerContext:
         polls wake."""
         self.flusher.written(plog, nbytes)
         if plog.key is not None:
-            self._wake(plog.key)
+            self.polls.wake(plog.key)
 
     async def sync(self) -> None:
         """Return once every write so far is durable under the fsync policy."""
         await self.flusher.commit()
-
-    async def _persist_internal(self, plog: PartitionLog) -> None:
-        """Internal records (group state, offsets) are durable under the same policy as data (their log told
-        the flusher of the write as it was made)."""
-        await self.flusher.commit()
-
-    def _wake(self, key: PartitionKey) -> None:
-        waiters = self._append_waiters.pop(key, None)
-        if waiters:
-            for fut in waiters:
-                if not fut.done():
-                    fut.set_result(None)
-        if self.fetch_sessions.watchers:
-            self.fetch_sessions.wake(key)
-
-    async def wait_for_session_data(self, session: FetchSession, keys: list[PartitionKey], timeout: float) -> None:
-        """Long poll of an incremental fetch: wake when any partition of its session gets data (or the session
-        goes), or after `timeout` seconds. A session gone meanwhile waits on `keys`, as a sessionless fetch."""
-        if timeout <= 0 or self._stopping:
-            return
-        fut = self.fetch_sessions.watch(session)
-        if fut is None:
-            await self.wait_for_data(keys, timeout)
-            return
-        try:
-            await asyncio.wait_for(fut, timeout)
-        except TimeoutError:
-            pass
-        finally:
-            self.fetch_sessions.unwait(session, fut)
-
-    async def wait_for_data(self, keys: list[PartitionKey], timeout: float) -> None:
-        """Long poll: wake when any of these partitions gets data, or after `timeout` seconds."""
-        if timeout <= 0 or not keys or self._stopping:
-            return
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        for k in keys:
-            self._append_waiters.setdefault(k, set()).add(fut)
-        try:
-            await asyncio.wait_for(fut, timeout)
-        except TimeoutError:
-            pass
-        finally:
-            for k in keys:
-                s = self._append_waiters.get(k)
-                if s is not None:
-                    s.discard(fut)
-                    if not s:
-                        del self._append_waiters[k]
-
-
-def _requester(req: Request) -> str:
-    """Who sent a request, for a log line: principal, client id and address."""
-    client = for_log(req.header.client_id or "") or "-"
-    return f"{for_log(req.principal)} (client {client}, {req.client_address or '?'})"
 
 
 def open_file_limit() -> int:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from logbroker.config import BrokerSettings
 from logbroker.storage.configs import ConfigError, ConfigType
-from logbroker.storage.log import _write_atomic
+from logbroker.storage.files import write_atomic
 
 from .configs import DEFAULT, Entry
 from .loggers import config_values
@@ -210,6 +210,6 @@ class GroupConfigs:
         else:
             new.pop(group, None)
         self.path.parent.mkdir(exist_ok=True)
-        _write_atomic(self.path, json.dumps(new, sort_keys=True).encode())
+        write_atomic(self.path, json.dumps(new, sort_keys=True).encode())
         self.overrides = new
         log.info("group %r configs: %s", group, config_values(checked) if checked else "defaults")

@@ -394,7 +394,7 @@ class _BrokerCollector(Collector):
         )
         out = [CounterMetricFamily(name, doc, labels=["topic"]) for _, name, doc in families]
         for topic, stats in list(m.topics.items()):
-            if ctx is not None and m.ready() and ctx.topic(topic) is None:
+            if ctx is not None and m.ready() and ctx.topics.get(topic) is None:
                 del m.topics[topic]  # deleted: its series go, as Kafka removes a deleted topic's metrics
                 continue
             for (attr, _, _), family in zip(families, out, strict=True):
@@ -447,10 +447,10 @@ class _BrokerCollector(Collector):
         segments = GaugeMetricFamily("logbroker_log_segments", "segment files (Kafka's NumLogSegments)", labels=labels)
         topics = partitions = 0
         ends: dict[tuple[str, int], int] = {}
-        for meta in ctx.topics():
+        for meta in ctx.topics.all():
             topics += 1
             for i in range(meta.partitions):
-                plog = ctx.get_log(meta.name, i)
+                plog = ctx.topics.log(meta.name, i)
                 if plog is None:
                     continue
                 partitions += 1
@@ -510,7 +510,7 @@ class _BrokerCollector(Collector):
     @staticmethod
     def _fetch_sessions(ctx: BrokerContext) -> Iterator[Metric]:
         """Kafka's FetchSessionCache metrics, plus the incremental fetches served (that clients use them)."""
-        cache = ctx.fetch_sessions
+        cache = ctx.polls.sessions
         yield GaugeMetricFamily(
             "logbroker_incremental_fetch_sessions", "fetch sessions cached (Kafka's NumIncrementalFetchSessions)",
             len(cache),

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
+from logbroker.addresses import parse_host_port
+
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
@@ -23,7 +25,6 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from logbroker._kafka.settings import KafkaSettings
-    from logbroker.client import KafkaClient
 
 __all__ = [
     "BOOTSTRAP",
@@ -35,7 +36,6 @@ __all__ = [
     "admin",
     "bootstrap_servers",
     "cell",
-    "client",
     "client_settings",
     "echo_json",
     "error_text",
@@ -94,9 +94,6 @@ class AdminGroup(click.Group):
             raise _one_line(exc) from None
 
 
-_HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[^\s:\[\]/]+):(\d{1,5})$")
-
-
 def bootstrap_servers(values: str | Iterable[str]) -> str:
     """``-b`` values (each one HOST:PORT or a comma-separated list, `[v6]:PORT` for IPv6 addresses) as
     librdkafka's ``bootstrap.servers``; `BadInput` naming the first bad entry."""
@@ -107,11 +104,15 @@ def bootstrap_servers(values: str | Iterable[str]) -> str:
             part = part.strip()
             if not part:
                 continue
-            m = _HOST_PORT.match(part)
-            if m is None:
+            try:
+                host, _port = parse_host_port(part, "bootstrap server")
+            except ValueError:
+                port = part.rpartition(":")[2]
+                if port.isdigit() and not part.endswith("]"):
+                    raise BadInput(f"bootstrap server {part!r}: port {port} is not in 1..65535") from None
+                host = ""
+            if not host or any(c.isspace() or c in "/[]" for c in host):
                 raise BadInput(f"bootstrap server {part!r} is not HOST:PORT (e.g. 127.0.0.1:9092, [::1]:9092)")
-            if not 1 <= int(m[2]) <= 65535:
-                raise BadInput(f"bootstrap server {part!r}: port {m[2]} is not in 1..65535")
             servers.append(part)
     if not servers:
         raise BadInput("no bootstrap server given (-b HOST:PORT)")
@@ -216,31 +217,6 @@ def SECURITY(f: F) -> F:
     for option in reversed(_SECURITY_OPTIONS):
         wrapper = option(wrapper)
     return wrapper  # type: ignore[return-value]
-
-
-@contextlib.contextmanager
-def client(bootstrap: str, security: KafkaSettings | None = None) -> Iterator[KafkaClient]:
-    """A client connected (and logged in) to ``bootstrap`` for a ``with`` block; failing to connect, log in or
-    keep the connection (a broker that closes it: a listener wanting TLS or SASL) is a one-line error."""
-    from logbroker.client import KafkaClient
-    from logbroker.client.connection import AuthenticationFailed, TlsError
-
-    try:
-        c = KafkaClient(bootstrap, security=security)
-    except AuthenticationFailed as exc:
-        raise click.ClickException(f"authentication with {bootstrap} failed: {exc}") from None
-    except TlsError as exc:
-        raise click.ClickException(str(exc)) from None
-    except OSError as exc:
-        raise click.ClickException(f"cannot reach {bootstrap}: {exc}") from None
-    try:
-        yield c
-    except (AuthenticationFailed, TlsError) as exc:  # a second broker (a partition leader, a coordinator)
-        raise click.ClickException(str(exc)) from None
-    except OSError as exc:
-        raise click.ClickException(f"lost {bootstrap}: {exc}") from None
-    finally:
-        c.close()
 
 
 def fail(exc: Exception) -> NoReturn:

@@ -19,7 +19,6 @@ from logbroker.cli.common import (
     BadInput,
     admin,
     cell,
-    client,
     echo_json,
     error_text,
     kafka_failure,
@@ -602,7 +601,7 @@ def groups_delete_offsets(
 ) -> None:
     """Delete the group's committed offsets of some topics (OffsetDelete, as kafka-consumer-groups
     --delete-offsets); refused for topics the group's members are subscribed to."""
-    from logbroker.client.connection import BrokerError
+    from logbroker.cli.wire_admin import delete_group_offsets, wire_admin
     from logbroker.protocol.errors import ErrorCode
 
     topics = [_parse_topic_spec(s) for s in topic_specs]
@@ -610,13 +609,9 @@ def groups_delete_offsets(
         partitions = _partitions(a, topics)
         if not _group_exists(a, group):
             raise click.ClickException(f"cannot delete offsets of group {group}: no such group (GROUP_ID_NOT_FOUND)")
-    # OffsetDelete: confluent-kafka has no call for it; the project's protocol client, same security settings.
-    try:
-        with client(bootstrap.split(",")[0], security) as c:
-            codes = c.delete_group_offsets(group, partitions)
-    except BrokerError as exc:
-        name = ErrorCode(exc.code).name if exc.code in ErrorCode._value2member_map_ else str(exc)
-        raise click.ClickException(f"cannot delete offsets of group {group}: {name}") from None
+    # OffsetDelete: confluent-kafka has no call for it (cli/wire_admin.py), same security settings.
+    with wire_admin(bootstrap, security) as w:
+        codes = delete_group_offsets(w, group, partitions)
     failed = 0
     for (topic, part), code in sorted(codes.items()):
         if code == 0:

@@ -260,6 +260,8 @@ def produce(
     Input is bytes: values go out exactly as read. Exits 1 with one line if any record was not delivered."""
     from confluent_kafka import KafkaError, KafkaException, Producer
 
+    from logbroker import _kafka
+
     hdrs = []
     for h in headers:
         name, sep, value = h.partition("=")
@@ -295,7 +297,6 @@ def produce(
             if tmd is not None and tmd.partitions and partition not in tmd.partitions:
                 raise BadInput(f"-p {partition}: topic {topic!r} has partitions 0-{len(tmd.partitions) - 1}")
 
-    send = producer.produce
     extra = {"headers": hdrs} if hdrs else {}
     sent = 0
     failed_now: list[BaseException] = []
@@ -311,19 +312,14 @@ def produce(
                     key, value = k, v
             if null_empty:
                 key, value = key or None, value or None
-            while True:
-                try:
-                    send(topic, value, key, partition, **extra)
-                    break
-                except BufferError:  # the local queue is full: let deliveries drain it
-                    producer.poll(0.05)
-                except KafkaException as exc:
-                    ke = exc.args[0] if exc.args else None
-                    if isinstance(ke, KafkaError) and ke.code() == KafkaError._UNKNOWN_PARTITION:
-                        raise BadInput(f"-p {partition}: topic {topic!r} has no such partition") from None
-                    deliveries.failed += 1
-                    failed_now.append(exc)
-                    break
+            try:
+                _kafka.produce(producer, topic, value=value, key=key, partition=partition, **extra)
+            except KafkaException as exc:
+                ke = exc.args[0] if exc.args else None
+                if isinstance(ke, KafkaError) and ke.code() == KafkaError._UNKNOWN_PARTITION:
+                    raise BadInput(f"-p {partition}: topic {topic!r} has no such partition") from None
+                deliveries.failed += 1
+                failed_now.append(exc)
             sent += 1
         producer.poll(0)
         errors.check()

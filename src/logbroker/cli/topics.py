@@ -17,7 +17,6 @@ from logbroker.cli.common import (
     BadInput,
     admin,
     cell,
-    client,
     echo_json,
     kafka_failure,
     utf8_name,
@@ -224,12 +223,14 @@ def topics_describe(bootstrap: str, security: KafkaSettings | None, name: str, a
 
 
 def _sizes(bootstrap: str, security: KafkaSettings | None, name: str, leaders: dict[int, int]) -> dict[int, int]:
-    """Bytes on disk per partition (DescribeLogDirs, which confluent-kafka has no call for), through the
-    project's protocol client on the same security settings. Best effort: a broker that does not serve it (or
-    refuses us) leaves the sizes out."""
+    """Bytes on disk per partition (DescribeLogDirs, which confluent-kafka has no call for: cli/wire_admin.py),
+    on the same security settings. Best effort: a broker that does not serve it (or refuses us) leaves the
+    sizes out."""
+    from logbroker.cli.wire_admin import partition_sizes, wire_admin
+
     try:
-        with client(bootstrap.split(",")[0], security) as c:
-            return c.partition_sizes(name)
+        with wire_admin(bootstrap, security, timeout=10.0) as w:
+            return partition_sizes(w, name, leaders)
     except (click.ClickException, Exception):
         return {}
 

@@ -22,6 +22,7 @@ from confluent_kafka import Consumer as CKConsumer
 from confluent_kafka import Producer as CKProducer
 from confluent_kafka.admin import AdminClient
 
+from logbroker import _kafka
 from logbroker._kafka import ErrorMap, KafkaLayerError, Kind, ensure_topics, librdkafka_config, new_client
 from logbroker.embedded import EmbeddedLease, acquire_embedded
 from logbroker.mq.config import MQConfig, load_config, validate_config
@@ -420,17 +421,11 @@ class Producer:
             raise MQClosedError(f"producer for {self.topic!r} is closed")
         d = Delivery(self)
         headers = [(k, v.encode()) for k, v in properties.items()] if properties else None
-        while True:
-            try:
-                if partition is None:
-                    self._p.produce(self.topic, payload, key, headers=headers, on_delivery=d)
-                else:
-                    self._p.produce(self.topic, payload, key, partition, headers=headers, on_delivery=d)
-                break
-            except BufferError:  # local queue full: serve deliveries, as a blocking send would
-                self._p.poll(0.05)
-            except KafkaException as exc:
-                raise _kafka_error(exc.args[0]) from None
+        try:
+            part = -1 if partition is None else partition  # -1: the partitioner's choice
+            _kafka.produce(self._p, self.topic, value=payload, key=key, partition=part, headers=headers, on_delivery=d)
+        except KafkaException as exc:
+            raise _kafka_error(exc.args[0]) from None
         self._sent += 1
         if not self._sent & 1023:
             self._p.poll(0)
@@ -459,15 +454,10 @@ class Producer:
         produce, poll, topic = self._p.produce, self._p.poll, self.topic
         for i, payload in enumerate(items):
             try:
-                produce(topic, payload, None, part, headers=headers, on_delivery=cb)
-            except BufferError:  # local queue full: serve deliveries, then retry this one
-                while True:
-                    poll(0.05)
-                    try:
-                        produce(topic, payload, None, part, headers=headers, on_delivery=cb)
-                        break
-                    except BufferError:
-                        continue
+                try:
+                    produce(topic, payload, None, part, headers=headers, on_delivery=cb)
+                except BufferError:  # local queue full: the blocking path (the fast one stays inline)
+                    _kafka.produce(self._p, topic, value=payload, partition=part, headers=headers, on_delivery=cb)
             except KafkaException as exc:
                 batch._n = i  # the rest were never queued
                 raise _kafka_error(exc.args[0]) from None

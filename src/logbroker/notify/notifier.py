@@ -12,6 +12,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from logbroker import _kafka
 from logbroker.notify.transport import KafkaOptions, NotifyError, Transport, get_transport
 
 PRIORITIES = ("audit", "debug", "info", "warn", "error", "critical", "sample")
@@ -98,15 +99,7 @@ class _Sender:
         producer = self._ensure()
         if not confirm:
             self.raise_failures()
-            deadline = time.monotonic() + self.options.send_timeout
-            while True:
-                try:
-                    producer.produce(topic, value, on_delivery=self._on_delivery)
-                    break
-                except BufferError:
-                    if time.monotonic() > deadline:
-                        raise
-                    producer.poll(0.05)
+            _kafka.produce(producer, topic, wait=self.options.send_timeout, value=value, on_delivery=self._on_delivery)
             producer.poll(0)
             return
         done = threading.Event()

@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from logbroker._kafka import ErrorMap, KafkaSettings, librdkafka_config
+from logbroker.addresses import parse_host_port
 from logbroker.embedded import EmbeddedLease, acquire_embedded
 
 LOG = logging.getLogger(__name__)
@@ -168,27 +169,13 @@ def _split_host(entry: str, url: str) -> tuple[str | None, str | None, str, int]
         user, _, pw = cred.partition(":")
         user = unquote(user) or None
         password = unquote(pw) if _ else None
-    if entry.startswith("["):
-        end = entry.find("]")
-        if end < 0:
-            raise InvalidTransportURL(f"host {entry!r} in {url!r}: unclosed '[' of an IPv6 address")
-        host, rest = entry[1:end], entry[end + 1 :]
-        if rest and not rest.startswith(":"):
-            raise InvalidTransportURL(f"host {entry!r} in {url!r}: expected ':port' after ']'")
-        port_text = rest[1:] if rest else ""
-    else:
-        if entry.count(":") > 1:
-            raise InvalidTransportURL(f"host {entry!r} in {url!r}: IPv6 addresses must be in brackets")
-        host, _, port_text = entry.partition(":")
-        if _ and not port_text:
-            raise InvalidTransportURL(f"port of host {entry!r} in {url!r} is empty")
+    try:
+        host, port = parse_host_port(entry, f"host in {url!r}", default_port=DEFAULT_PORT)
+    except ValueError as exc:
+        raise InvalidTransportURL(str(exc)) from None
     if not host:
         raise InvalidTransportURL(f"host in {url!r} is empty")
-    if not port_text:
-        return user, password, host, DEFAULT_PORT
-    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise InvalidTransportURL(f"port {port_text!r} of host {host!r} in {url!r} is not a number in 1-65535")
-    return user, password, host, int(port_text)
+    return user, password, host, port
 
 
 def parse_url(url: str, options: KafkaOptions | dict[str, Any] | None = None) -> Transport:

@@ -52,6 +52,8 @@ def _task(bootstrap: str, topic: str | None, overrides: dict[str, Any]) -> Any:
         import pyarrow as pa
         from confluent_kafka import KafkaException, Producer
 
+        from logbroker import _kafka
+
         failures: list[str] = []
         acked = sent = 0
 
@@ -87,14 +89,10 @@ def _task(bootstrap: str, topic: str | None, overrides: dict[str, Any]) -> Any:
                     kwargs["headers"] = [(h["key"], h["value"]) for h in headers]
                 if partition is not None:
                     kwargs["partition"] = partition
-                while True:
-                    try:
-                        producer.produce(dest, **kwargs)
-                        break
-                    except BufferError:  # local queue full: wait for acknowledgements
-                        producer.poll(0.05)
-                    except KafkaException as exc:
-                        fail(f"record {source or '?'}: {exc}")
+                try:
+                    _kafka.produce(producer, dest, **kwargs)
+                except KafkaException as exc:
+                    fail(f"record {source or '?'}: {exc}")
                 sent += 1
                 if sent % 1000 == 0:
                     producer.poll(0)
@@ -137,6 +135,8 @@ def _transactional_task(bootstrap: str, topic: str, overrides: dict[str, Any], n
     def produce_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
         from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+        from logbroker import _kafka
 
         marker_tp = TopicPartition(topic, 0)
         acked = 0
@@ -214,14 +214,10 @@ def _transactional_task(bootstrap: str, topic: str, overrides: dict[str, Any], n
                         kwargs["headers"] = [(h["key"], h["value"]) for h in headers]
                     if partition is not None:
                         kwargs["partition"] = partition
-                    while True:
-                        try:
-                            producer.produce(topic, **kwargs)
-                            break
-                        except BufferError:
-                            producer.poll(0.05)
-                        except KafkaException as exc:
-                            fail(f"record {source or '?'}: {exc}")
+                    try:
+                        _kafka.produce(producer, topic, **kwargs)
+                    except KafkaException as exc:
+                        fail(f"record {source or '?'}: {exc}")
                     pending += 1
                     pending_bytes += len(value or b"") + len(key or b"")
                     last = o

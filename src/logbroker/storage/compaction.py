@@ -44,7 +44,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from crc32c import crc32c
 
@@ -64,12 +64,27 @@ from logbroker.protocol.records import (
     write_varint,
 )
 
-from .files import FileCache, fsync_dir
+from .configs import LogConfig
+from .files import FileCache, fsync_dir, write_atomic
 from .segment import Segment, segment_name
 from .txnindex import AbortedTxn
 
-if TYPE_CHECKING:
-    from .log import PartitionLog
+
+class CleanableLog(Protocol):
+    """What the cleaner uses of a partition log (`log.PartitionLog` is one)."""
+
+    dir: Path
+    config: LogConfig
+    files: FileCache | None
+    segments: list[Segment]
+    unsynced: set[Segment]
+    log_start_offset: int
+
+    @property
+    def last_stable_offset(self) -> int: ...
+
+    def aborted_transactions(self, fetch_offset: int, upper: int) -> list[AbortedTxn]: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -582,7 +597,7 @@ class Plan:
     reason: str
 
 
-def plan(plog: PartitionLog, now_ms: int, max_keys: int, io_rate: float = float("inf")) -> Plan | None:
+def plan(plog: CleanableLog, now_ms: int, max_keys: int, io_rate: float = float("inf")) -> Plan | None:
     """What Kafka's LogCleanerManager would pick for this log now, or None: the closed segments below the
     first one that holds records younger than min.compaction.lag.ms, when the dirty share of their bytes
     reaches min.cleanable.dirty.ratio, the dirty part is older than max.compaction.lag.ms, or a kept
@@ -633,7 +648,7 @@ def plan(plog: PartitionLog, now_ms: int, max_keys: int, io_rate: float = float(
     return Plan(job, ratio, reason)
 
 
-def swap(plog: PartitionLog, group: Group) -> bool:
+def swap(plog: CleanableLog, group: Group) -> bool:
     """Put one cleaned group in place of its segments (cheap: renames). False, and the work discarded, when
     the log changed meanwhile (retention, DeleteRecords, a roll is fine) so those segments are not all its."""
     staging = Path(group.staging)
@@ -659,16 +674,14 @@ def swap(plog: PartitionLog, group: Group) -> bool:
     return True
 
 
-def write_checkpoint(plog: PartitionLog, first_dirty: int, tombstones_until: int | None) -> None:
-    from .log import _write_atomic
-
+def write_checkpoint(plog: CleanableLog, first_dirty: int, tombstones_until: int | None) -> None:
     point = {"first_dirty": first_dirty}
     if tombstones_until is not None:
         point["tombstones_until"] = tombstones_until
-    _write_atomic(plog.dir / CHECKPOINT, json.dumps(point).encode())
+    write_atomic(plog.dir / CHECKPOINT, json.dumps(point).encode())
 
 
-def clean_now(plog: PartitionLog, now_ms: int | None = None, max_keys: int = 1 << 20) -> CleanResult | None:
+def clean_now(plog: CleanableLog, now_ms: int | None = None, max_keys: int = 1 << 20) -> CleanResult | None:
     """Plan, clean and swap in this process (tools and tests; the broker runs `clean_segments` in a worker)."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
     p = plan(plog, now, max_keys)

@@ -268,3 +268,27 @@ def apply(values: dict[str, Any], spec: TopicConfig, value: Any) -> None:
         values["log_append_time"] = value == "LogAppendTime"
     elif spec.target is not None:
         values[spec.target] = value
+
+
+@dataclass(slots=True)
+class LogConfig:
+    segment_bytes: int = 1 << 30
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    retention_ms: int = 7 * 24 * 3600 * 1000  # -1: keep forever
+    retention_bytes: int = -1  # -1: no size limit
+    index_interval_bytes: int = 4096
+    max_message_bytes: int = 1048588
+    log_append_time: bool = False  # message.timestamp.type=LogAppendTime
+    compression_type: str = "producer"  # compression.type: only producer (batches kept as they arrive)
+    # KIP-937 bounds on a CreateTime record's timestamp against the broker's clock (Kafka 4 defaults).
+    message_timestamp_before_max_ms: int = (1 << 63) - 1
+    message_timestamp_after_max_ms: int = 3_600_000
+    # cleanup.policy: `delete` removes whole segments by time and size; `compact` keeps the last record per
+    # key. A compact-only log is never time- or size-deleted, as in Kafka.
+    cleanup_delete: bool = True
+    cleanup_compact: bool = False
+    # Compaction (Kafka's topic configs of the same names).
+    delete_retention_ms: int = 86_400_000  # tombstones stay readable this long after their segment is cleaned
+    min_compaction_lag_ms: int = 0  # a record younger than this is never compacted away
+    max_compaction_lag_ms: int = (1 << 63) - 1  # a dirty record older than this is cleaned whatever the ratio
+    min_cleanable_dirty_ratio: float = 0.5  # clean once dirty bytes / (clean + dirty) bytes reach this

@@ -181,3 +181,24 @@ def fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` all or nothing: temp file, fsync, rename, fsync the directory.
+
+    A full disk or a file-size limit shows as a short write: it raises (and the temp file goes) instead of
+    renaming a cut file into place."""
+    tmp = path.with_name(f".{path.name[:200]}.tmp")  # a 249-character topic's name leaves no room for more
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]  # a short write is retried, and then fails with the reason
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)

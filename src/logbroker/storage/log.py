@@ -28,7 +28,8 @@ from logbroker.protocol.records import (
 from logbroker.protocol.validate import keyless_records, validate_batch
 
 from .compaction import complete_swaps
-from .files import FileCache, Unsynced, fsync_dir
+from .configs import LogConfig
+from .files import FileCache, Unsynced, write_atomic
 from .producers import BatchMeta, CompletedTxn, ProducerEntry, ProducerStateTable
 from .segment import FileRange, Segment, Truncation
 from .txnindex import AbortedTxn
@@ -37,30 +38,6 @@ log = logging.getLogger(__name__)
 
 PRODUCER_SNAPSHOT = "producer-state.json"
 LOG_START_FILE = "log-start-offset"
-
-
-@dataclass(slots=True)
-class LogConfig:
-    segment_bytes: int = 1 << 30
-    segment_ms: int = 7 * 24 * 3600 * 1000
-    retention_ms: int = 7 * 24 * 3600 * 1000  # -1: keep forever
-    retention_bytes: int = -1  # -1: no size limit
-    index_interval_bytes: int = 4096
-    max_message_bytes: int = 1048588
-    log_append_time: bool = False  # message.timestamp.type=LogAppendTime
-    compression_type: str = "producer"  # compression.type: only producer (batches kept as they arrive)
-    # KIP-937 bounds on a CreateTime record's timestamp against the broker's clock (Kafka 4 defaults).
-    message_timestamp_before_max_ms: int = (1 << 63) - 1
-    message_timestamp_after_max_ms: int = 3_600_000
-    # cleanup.policy: `delete` removes whole segments by time and size; `compact` keeps the last record per
-    # key. A compact-only log is never time- or size-deleted, as in Kafka.
-    cleanup_delete: bool = True
-    cleanup_compact: bool = False
-    # Compaction (Kafka's topic configs of the same names).
-    delete_retention_ms: int = 86_400_000  # tombstones stay readable this long after their segment is cleaned
-    min_compaction_lag_ms: int = 0  # a record younger than this is never compacted away
-    max_compaction_lag_ms: int = (1 << 63) - 1  # a dirty record older than this is cleaned whatever the ratio
-    min_cleanable_dirty_ratio: float = 0.5  # clean once dirty bytes / (clean + dirty) bytes reach this
 
 
 class OffsetOutOfRange(Exception):
@@ -85,27 +62,6 @@ AppendListener = Callable[["PartitionLog", int], None]
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` all or nothing: temp file, fsync, rename, fsync the directory.
-
-    A full disk or a file-size limit shows as a short write: it raises (and the temp file goes) instead of
-    renaming a cut file into place."""
-    tmp = path.with_name(f".{path.name[:200]}.tmp")  # a 249-character topic's name leaves no room for more
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]  # a short write is retried, and then fails with the reason
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        tmp.unlink(missing_ok=True)
-        raise
-    os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
 
 
 class PartitionLog:
@@ -292,7 +248,7 @@ class PartitionLog:
                 for pid, e in self.producers.producers.items()
             },
         }
-        _write_atomic(self.dir / PRODUCER_SNAPSHOT, json.dumps(snap).encode())
+        write_atomic(self.dir / PRODUCER_SNAPSHOT, json.dumps(snap).encode())
 
     # ------------------------------------------------------------------ properties
 
@@ -520,7 +476,7 @@ class PartitionLog:
             raise OffsetOutOfRange(f"offset {offset} is beyond the log end {self.next_offset}")
         if offset > self.log_start_offset:
             self.log_start_offset = offset
-            _write_atomic(self.dir / LOG_START_FILE, str(offset).encode())
+            write_atomic(self.dir / LOG_START_FILE, str(offset).encode())
             self._drop_segments_below(offset)
         return self.log_start_offset
 

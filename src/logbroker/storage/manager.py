@@ -16,8 +16,8 @@ from pathlib import Path
 from logbroker.protocol.errors import ErrorCode as E
 
 from .configs import TOPIC_CONFIGS, ConfigError, apply, check_topic_configs
-from .files import FileCache
-from .log import AppendListener, LogConfig, PartitionLog, _write_atomic
+from .files import FileCache, write_atomic
+from .log import AppendListener, LogConfig, PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +167,7 @@ class LogManager:
         return self.data_dir / f"{topic}-{partition}"
 
     def _save_meta(self, meta: TopicMeta) -> None:
-        _write_atomic(self._meta_dir / f"{meta.name}.json", json.dumps(meta.to_json()).encode())
+        write_atomic(self._meta_dir / f"{meta.name}.json", json.dumps(meta.to_json()).encode())
 
     def create_topic(
         self, name: str, partitions: int, configs: dict[str, str | None] | None = None, internal: bool = False
@@ -320,7 +320,7 @@ class LogManager:
     def close(self) -> None:
         for plog in self.logs.values():
             plog.close()
-        _write_atomic(self.data_dir / CLEAN_MARKER, b"1")
+        write_atomic(self.data_dir / CLEAN_MARKER, b"1")
         fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
         os.close(self._lock_fd)
 

@@ -44,8 +44,8 @@ class PullingAgents:
     config: StreamsConfig
     serializer: Serializer
     metrics: StreamMetrics | None
-    _agents: dict[int, Agent]
-    _subs: dict[StreamId, set[Subscription]]
+    agents: dict[int, Agent]
+    subscribers: dict[StreamId, set[Subscription]]
     _implicit: dict[str, HandlerFactory]
     _implicit_subs: dict[StreamId, Subscription]
     _activate: Callable[[StreamId, SequenceToken], None]  # ImplicitSubscriptions
@@ -176,7 +176,7 @@ class PullingAgents:
                 if high >= 0:
                     self.metrics.lag.labels(str(tp.partition)).set(max(0, high - tp.offset))
 
-    def _read_range(self, partition: int, start: SequenceToken, end: int | None,
+    def read_range(self, partition: int, start: SequenceToken, end: int | None,
                     sid: StreamId) -> list[tuple[SequenceToken, Any]]:  # fmt: skip
         """Events of one stream from the broker, offsets [start.offset, end): rewinds beyond the cache."""
         c = self.config
@@ -224,7 +224,7 @@ class PullingAgents:
 
     def _decode(self, m: Any) -> tuple[StreamId, list[Any]] | None:
         hs = m.headers()
-        if hs is not None and len(hs) == 2 and hs[0][0] == "ns" and hs[1][0] == "key":  # as _publish writes them
+        if hs is not None and len(hs) == 2 and hs[0][0] == "ns" and hs[1][0] == "key":  # as send writes them
             raw = (hs[0][1], hs[1][1])
         else:
             h = dict(hs or [])
@@ -244,15 +244,15 @@ class PullingAgents:
 
     async def _assign(self, parts: list[int]) -> None:
         for p in parts:
-            self._agents.setdefault(p, Agent(p))
+            self.agents.setdefault(p, Agent(p))
         assert self.metrics is not None
-        self.metrics.receivers.set(len(self._agents))
+        self.metrics.receivers.set(len(self.agents))
         self._wake_partition(set(parts))
 
     async def _revoke(self, parts: list[int]) -> dict[int, int]:
         offsets: dict[int, int] = {}
         for p in parts:
-            agent = self._agents.pop(p, None)
+            agent = self.agents.pop(p, None)
             if agent is None:
                 continue
             done = self._readers_past(agent)
@@ -262,7 +262,7 @@ class PullingAgents:
                 self._want_paused.pop(p, None)
                 self._commits.pop(p, None)
         assert self.metrics is not None
-        self.metrics.receivers.set(len(self._agents))
+        self.metrics.receivers.set(len(self.agents))
         return offsets
 
     def _readers_past(self, agent: Agent) -> int | None:
@@ -277,7 +277,7 @@ class PullingAgents:
     def _has_readers(self, m: Cached) -> bool:
         last = m.last
         if m.sid is not None and last is not None:
-            for s in self._subs.get(m.sid, ()):
+            for s in self.subscribers.get(m.sid, ()):
                 if s.behind(last):
                     return True
         return False
@@ -289,7 +289,7 @@ class PullingAgents:
         now = time.monotonic()
         touched: set[int] = set()
         consumed = 0
-        agents, subs, implicit = self._agents, self._subs, self._implicit
+        agents, subs, implicit = self.agents, self.subscribers, self._implicit
         for m in msgs:
             p = m.partition()
             agent = agents.get(p)
@@ -325,14 +325,14 @@ class PullingAgents:
         assert self.metrics is not None
         self.metrics.consumed.inc(consumed)
         for p in touched:
-            self._housekeep(agents[p], now)
+            self.housekeep(agents[p], now)
 
-    def _progress(self, partition: int) -> None:
-        agent = self._agents.get(partition)
+    def progress(self, partition: int) -> None:
+        agent = self.agents.get(partition)
         if agent is not None and agent.paused:
-            self._housekeep(agent, time.monotonic())
+            self.housekeep(agent, time.monotonic())
 
-    def _housekeep(self, agent: Agent, now: float) -> None:
+    def housekeep(self, agent: Agent, now: float) -> None:
         """Evict what may leave, then pause fetching if the cache is full and its oldest message is held."""
         c = self.config
         evicted = 0
@@ -360,7 +360,7 @@ class PullingAgents:
             oldest = agent.messages[0]
             last = oldest.last
             if oldest.sid is not None and last is not None:
-                agent.pressure_cursors = sum(1 for s in self._subs.get(oldest.sid, ()) if s.behind(last))
+                agent.pressure_cursors = sum(1 for s in self.subscribers.get(oldest.sid, ()) if s.behind(last))
         if pressure != agent.paused:
             agent.paused = pressure
             with self._lock:
@@ -379,13 +379,13 @@ class PullingAgents:
         while True:
             await asyncio.sleep(period)
             now = time.monotonic()
-            for agent in list(self._agents.values()):
-                self._housekeep(agent, now)
+            for agent in list(self.agents.values()):
+                self.housekeep(agent, now)
             if self._idle_timeout is not None:
                 self._retire_idle(now)
 
     def _wake_partition(self, parts: set[int]) -> None:
-        for subs in self._subs.values():
+        for subs in self.subscribers.values():
             for s in subs:
                 if s.partition in parts:
                     s._kick()

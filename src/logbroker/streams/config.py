@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from logbroker._kafka import KafkaSettings, implied_protocol
+from logbroker.addresses import parse_bootstrap
 from logbroker.streams.errors import StreamsConfigError
 
 
@@ -56,10 +57,7 @@ class StreamsConfig(BaseModel):
     @classmethod
     def _host_ports(cls, value: str) -> str:
         """Caught here, an unparsable list is one clear error instead of librdkafka retrying in the background."""
-        for part in value.split(","):
-            host, sep, port = part.strip().rpartition(":")
-            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-                raise ValueError(f"expected host:port[,host:port...], got {part.strip()!r}")
+        parse_bootstrap(value, "bootstrap")
         return value
 
     @model_validator(mode="after")

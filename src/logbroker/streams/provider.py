@@ -50,8 +50,8 @@ class StreamProvider(ImplicitSubscriptions, PullingAgents):
         self.serializer: Serializer = serializer or JsonSerializer()
         self.ring = HashRing(self.config.num_queues)
         self.metrics: StreamMetrics | None = None
-        self._agents: dict[int, Agent] = {}
-        self._subs: dict[StreamId, set[Subscription]] = {}
+        self.agents: dict[int, Agent] = {}
+        self.subscribers: dict[StreamId, set[Subscription]] = {}
         self._implicit: dict[str, HandlerFactory] = {}
         self._implicit_subs: dict[StreamId, Subscription] = {}
         self._idle_timeout = self.config.implicit_idle_timeout or None  # 0 and None: never retire
@@ -104,14 +104,14 @@ class StreamProvider(ImplicitSubscriptions, PullingAgents):
         """Until this process owns ``partitions`` partitions (any, when None); for tests and start-up."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self._agents and (partitions is None or len(self._agents) >= partitions):
-                return set(self._agents)
+            if self.agents and (partitions is None or len(self.agents) >= partitions):
+                return set(self.agents)
             await asyncio.sleep(0.05)
-        raise TimeoutError(f"owns {sorted(self._agents)} after {timeout}s")
+        raise TimeoutError(f"owns {sorted(self.agents)} after {timeout}s")
 
     @property
     def owned(self) -> set[int]:
-        return set(self._agents)
+        return set(self.agents)
 
     async def close(self) -> None:
         """Commit what every reader is past, leave the group, flush produces."""
@@ -125,7 +125,7 @@ class StreamProvider(ImplicitSubscriptions, PullingAgents):
             await asyncio.to_thread(t.join)
         self._producer = self._consumer = None  # librdkafka handles are destroyed now, not at garbage collection
         tasks = []
-        for subs in list(self._subs.values()):
+        for subs in list(self.subscribers.values()):
             for s in list(subs):
                 s.active = False
                 if s._task is not None:
@@ -181,7 +181,7 @@ class StreamProvider(ImplicitSubscriptions, PullingAgents):
     def metrics_text(self) -> str:
         return self.metrics.text() if self.metrics is not None else ""
 
-    async def _publish(self, stream: Stream, events: list[Any]) -> None:
+    async def send(self, stream: Stream, events: list[Any]) -> None:
         producer = self._producer
         if producer is None or self._closed:
             raise StreamsError("provider is not started")
@@ -193,13 +193,8 @@ class StreamProvider(ImplicitSubscriptions, PullingAgents):
         def done(err: KafkaError | None, msg: Any) -> None:  # runs in the producer thread, inside poll()
             self._acked.append((pending, err, msg.partition()))
 
-        while True:
-            try:
-                producer.produce(self._topic, payload, key=stream._key, partition=stream.partition,
-                                 headers=stream._headers, on_delivery=done)  # fmt: skip
-                break
-            except BufferError:  # librdkafka's queue is full: let acknowledgements drain it
-                await asyncio.sleep(0.005)
+        await _kafka.produce_async(producer, self._topic, value=payload, key=stream._key, partition=stream.partition,
+                                   headers=stream._headers, on_delivery=done)  # fmt: skip
         await fut
 
     def _produce_loop(self) -> None:
@@ -247,7 +242,7 @@ class StreamProvider(ImplicitSubscriptions, PullingAgents):
             m.batch_size.observe(count)
             m.produce_time.observe(now - oldest[partition])
 
-    async def _position(self, partition: int, token: SequenceToken) -> tuple[SequenceToken, SequenceToken | None]:
+    async def position(self, partition: int, token: SequenceToken) -> tuple[SequenceToken, SequenceToken | None]:
         """Cursor for a subscription from ``token``: inside the cache, or a rewind through the broker."""
         if token.partition != partition:
             raise StreamsError(f"token {token} belongs to partition {token.partition}, the stream to {partition}")
@@ -255,7 +250,7 @@ class StreamProvider(ImplicitSubscriptions, PullingAgents):
         if token.offset < low_wm:
             raise TokenExpiredError(f"token {token} is older than the topic's retention (first offset {low_wm})")
         after = SequenceToken(partition, token.offset, token.index - 1)
-        agent = self._agents.get(partition)
+        agent = self.agents.get(partition)
         low = agent.low() if agent is not None else None
         if low is not None and token.offset >= low:
             return after, None

@@ -14,14 +14,11 @@ import itertools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Protocol, Self
 
 from logbroker.streams.cache import LAST, Agent, StreamId
 from logbroker.streams.metrics import StreamMetrics
-from logbroker.streams.model import SequenceToken
-
-if TYPE_CHECKING:
-    from logbroker.streams.provider import StreamProvider
+from logbroker.streams.model import HashRing, SequenceToken
 
 # the provider's logger name, as before the split, so existing logging configuration still applies
 log = logging.getLogger("logbroker.streams.provider")
@@ -29,6 +26,28 @@ log = logging.getLogger("logbroker.streams.provider")
 Handler = Callable[[Any, SequenceToken], Awaitable[None]]
 HandlerFactory = Callable[[str], Handler]
 _ids = itertools.count(1)
+
+
+class StreamHost(Protocol):
+    """What subscriptions and stream handles use of their provider (`provider.StreamProvider`)."""
+
+    ring: HashRing
+    agents: dict[int, Agent]  # the pulling agents' caches, by owned partition
+    subscribers: dict[StreamId, set[Subscription]]
+
+    def read_range(
+        self, partition: int, start: SequenceToken, end: int | None, sid: StreamId
+    ) -> list[tuple[SequenceToken, Any]]: ...
+
+    def progress(self, partition: int) -> None: ...
+
+    async def position(self, partition: int, token: SequenceToken) -> tuple[SequenceToken, SequenceToken | None]: ...
+
+    async def send(self, stream: Stream, events: list[Any]) -> None: ...
+
+    def housekeep(self, agent: Agent, now: float) -> None: ...
+
+    def went_idle(self, sub: Subscription) -> None: ...
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:
@@ -39,7 +58,7 @@ def _log_failure(task: asyncio.Task[None]) -> None:
 class Subscription:
     """A cursor of one stream with a handler; delivers in token order, one event at a time."""
 
-    def __init__(self, provider: StreamProvider, sid: StreamId, handler: Handler, after: SequenceToken | None,
+    def __init__(self, provider: StreamHost, sid: StreamId, handler: Handler, after: SequenceToken | None,
                  rewind_from: SequenceToken | None = None, implicit: bool = False) -> None:  # fmt: skip
         self.provider, self.sid, self.handler, self.implicit = provider, sid, handler, implicit
         self.partition = provider.ring.partition(*sid)
@@ -77,7 +96,7 @@ class Subscription:
                 prev, self._wait = self._wait, None
                 await asyncio.wait([prev])  # wait(), not await: cancelling this task must not cancel prev
             while True:
-                agent = p._agents.get(self.partition)
+                agent = p.agents.get(self.partition)
                 if agent is None:
                     return
                 if self.rewind_from is not None:
@@ -93,11 +112,11 @@ class Subscription:
                 self._hint = buf.base + i + 1  # before the await: eviction may compact the lists meanwhile
                 await self._deliver(buf.events[i], buf.tokens[i])
                 if agent.paused:  # only a paused cache waits for readers to move on
-                    p._housekeep(agent, time.monotonic())
+                    p.housekeep(agent, time.monotonic())
         finally:
             self._task = None
             if self.implicit:
-                p._went_idle(self)
+                p.went_idle(self)
 
     async def _deliver(self, event: Any, token: SequenceToken) -> None:
         """One event to the handler; a failing handler is logged and the cursor moves on (Orleans'
@@ -120,7 +139,7 @@ class Subscription:
             self.after, self.rewind_from = SequenceToken(start.partition, start.offset, start.index - 1), None
             self._hint = None
             return
-        events = await asyncio.to_thread(self.provider._read_range, self.partition, start, end, self.sid)
+        events = await asyncio.to_thread(self.provider.read_range, self.partition, start, end, self.sid)
         self.rewind_from = None
         for token, event in events:
             await self._deliver(event, token)
@@ -134,13 +153,13 @@ class Subscription:
     async def unsubscribe(self) -> None:
         """Stop delivery; the cursor no longer holds the cache."""
         self.active = False
-        self.provider._subs.get(self.sid, set()).discard(self)
+        self.provider.subscribers.get(self.sid, set()).discard(self)
         task = self._task
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        self.provider._progress(self.partition)
+        self.provider.progress(self.partition)
 
     async def resume(self, token: SequenceToken | None = None, handler: Handler | None = None) -> Self:
         """Continue after an unsubscribe, optionally from another token or with another handler."""
@@ -149,10 +168,10 @@ class Subscription:
         if token is not None:
             if self.active:  # restart the cursor rather than move it under a running delivery
                 await self.unsubscribe()
-            self.after, self.rewind_from = await self.provider._position(self.partition, token)
+            self.after, self.rewind_from = await self.provider.position(self.partition, token)
             self._hint = None
         if not self.active:
-            self.provider._subs.setdefault(self.sid, set()).add(self)
+            self.provider.subscribers.setdefault(self.sid, set()).add(self)
             self._start()
         return self
 
@@ -162,7 +181,7 @@ class Stream:
 
     __slots__ = ("_headers", "_key", "key", "namespace", "partition", "provider")
 
-    def __init__(self, provider: StreamProvider, namespace: str, key: str) -> None:
+    def __init__(self, provider: StreamHost, namespace: str, key: str) -> None:
         self.provider, self.namespace, self.key = provider, namespace, key
         self.partition = provider.ring.partition(namespace, key)
         # encoded once per stream handle rather than once per publish
@@ -172,20 +191,20 @@ class Stream:
     async def publish(self, events: Any, *, batch: bool = False) -> None:
         """Publish one event, or a list of events as one batch when ``batch=True``; returns when acknowledged."""
         items = list(events) if batch else [events]
-        await self.provider._publish(self, items)
+        await self.provider.send(self, items)
 
     async def subscribe(self, handler: Handler, token: SequenceToken | None = None) -> Subscription:
         """``handler(event, token)`` for events after now, or from ``token`` (inclusive; rewinds as needed)."""
         p = self.provider
         sid = (self.namespace, self.key)
         if token is None:
-            agent = p._agents.get(self.partition)
+            agent = p.agents.get(self.partition)
             nxt = agent.next_offset if agent is not None else None
             after, rewind = (SequenceToken(self.partition, nxt - 1, LAST) if nxt is not None else None), None
         else:
-            after, rewind = await p._position(self.partition, token)
+            after, rewind = await p.position(self.partition, token)
         sub = Subscription(p, sid, handler, after, rewind)
-        p._subs.setdefault(sid, set()).add(sub)
+        p.subscribers.setdefault(sid, set()).add(sub)
         sub._start()
         return sub
 
@@ -209,8 +228,8 @@ class ImplicitSubscriptions:
     key's first fetched event, retired after ``implicit_idle_timeout`` idle (a heap of due times, head only)."""
 
     metrics: StreamMetrics | None
-    _agents: dict[int, Agent]
-    _subs: dict[StreamId, set[Subscription]]
+    agents: dict[int, Agent]
+    subscribers: dict[StreamId, set[Subscription]]
     _implicit: dict[str, HandlerFactory]
     _implicit_subs: dict[StreamId, Subscription]
     _idle_timeout: float | None
@@ -228,12 +247,12 @@ class ImplicitSubscriptions:
                            implicit=True)  # fmt: skip
         sub._wait = self._retiring.get(sid)
         self._implicit_subs[sid] = sub
-        self._subs.setdefault(sid, set()).add(sub)
+        self.subscribers.setdefault(sid, set()).add(sub)
         assert self.metrics is not None
         self.metrics.implicit_active.set(len(self._implicit_subs))
         sub._start()
 
-    def _went_idle(self, sub: Subscription) -> None:
+    def went_idle(self, sub: Subscription) -> None:
         """An implicit subscription caught up: queue it for retirement once it stays idle long enough."""
         sub._idle_since = now = time.monotonic()
         if self._idle_timeout is not None and not sub._queued and not self._closed:
@@ -269,23 +288,23 @@ class ImplicitSubscriptions:
         none: its new owner starts from the committed offset, which no retired cursor moved past."""
         if sub.rewind_from is not None:
             return True
-        agent = self._agents.get(sub.partition)
+        agent = self.agents.get(sub.partition)
         buf = agent.streams.get(sub.sid) if agent is not None else None
         return buf is not None and buf.locate(sub.after, sub._hint) < len(buf.tokens)
 
     def _retire(self, sub: Subscription, *, count: bool = True) -> None:
         """Forget the cursor of an idle implicit subscription; the key's next event activates a new handler.
 
-        Removed from ``_subs`` at once, so it holds neither the cache nor the commit point. The handler's
+        Removed from ``subscribers`` at once, so it holds neither the cache nor the commit point. The handler's
         ``on_deactivate()`` (if it has one) runs as a task; a new activation of the key waits for it.
         """
         sid = sub.sid
         del self._implicit_subs[sid]
-        subs = self._subs.get(sid)
+        subs = self.subscribers.get(sid)
         if subs is not None:
             subs.discard(sub)
             if not subs:
-                del self._subs[sid]
+                del self.subscribers[sid]
         sub.active = False
         m = self.metrics
         assert m is not None

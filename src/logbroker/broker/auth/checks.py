@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from logbroker.storage.manager import KAFKA_INTERNAL_TOPICS as _INTERNAL_TOPICS
-
+from ..seams import KAFKA_INTERNAL_TOPICS as _INTERNAL_TOPICS
 from .acls import CLUSTER_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:

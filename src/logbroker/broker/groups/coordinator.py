@@ -11,14 +11,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from logbroker.protocol.errors import ErrorCode as E
-from logbroker.storage import PartitionLog
 
+from ..seams import Durability, TopicDirectory
 from . import offsets
 from .classic import ClassicGroups
-from .consumer import ConsumerGroups, TopicTable, validate
+from .consumer import ConsumerGroups, validate
 from .migration import Migration
 from .model import (
     ClassicGroup,
@@ -57,22 +57,22 @@ class Coordinator:
         self,
         store: GroupStore,
         config: CoordinatorConfig,
-        persist: Callable[[PartitionLog], Awaitable[None]],
-        topics: Callable[[], TopicTable] | None = None,
+        durability: Durability,
+        topics: TopicDirectory | None = None,
     ) -> None:
         self.store = store
         self.config = config
         self._groups: dict[str, Group] = {}
         self.classic = ClassicGroups(config, self._save, self._save_soon)
         self.consumer = ConsumerGroups(
-            topics or dict,
+            topics.table if topics is not None else dict,
             config.consumer_session_timeout_ms,
             config.consumer_heartbeat_interval_ms,
             config.consumer_max_group_size,
         )
         self.migration = Migration(self.consumer, self.classic, config.consumer_migration_policy,
                                    config.max_group_size)  # fmt: skip
-        self._persist_cb = persist  # awaits the broker's fsync policy for a written log
+        self._durability = durability  # the broker's fsync policy (the store's log tells it of each write)
         self._sweeper: asyncio.Task[None] | None = None
         self._txn_seq = 0  # orders pending transactional writes (see model.PendingOffset)
         self._active: set[str] = set()  # groups saved with members since they were last empty (for "emptied")
@@ -119,8 +119,8 @@ class Coordinator:
 
     async def _persist(self, items: list[Record]) -> None:
         if items:
-            plog = self.store.append(items)
-            await self._persist_cb(plog)
+            self.store.append(items)
+            await self._durability.commit()
 
     async def _save(self, g: Group) -> None:
         g.persisted = True

@@ -8,10 +8,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from logbroker.protocol import ErrorCode as E
-from logbroker.storage.configs import ConfigError
-from logbroker.storage.manager import TopicError, validate_topic_name
 
+from ..configs import DEFAULT, DYNAMIC_TOPIC, Entry
 from ..context import BrokerContext
+from ..seams import TOPIC_CONFIGS, ConfigError, TopicError, validate_topic_name
 
 TOPIC, BROKER_LOGGER, BROKER, GROUP = 2, 8, 4, 32
 KNOWN_TYPES = (TOPIC, BROKER, BROKER_LOGGER, 16, 32)  # client metrics and groups: Kafka knows them
@@ -42,10 +42,10 @@ def alter(
                 validate_topic_name(name)
             except TopicError:
                 return E.INVALID_TOPIC_EXCEPTION, _invalid_name(name)
-            meta = ctx.topic(name)
+            meta = ctx.topics.get(name)
             if meta is None:
                 return E.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
-            ctx.alter_topic_configs(name, edit(meta.configs, True), validate_only)
+            ctx.topics.alter_configs(name, edit(meta.configs, True), validate_only)
         elif rtype == BROKER:
             scope = ctx.configs.check_scope(name)
             ctx.alter_broker_configs(scope, edit(ctx.configs.dynamic.get(scope, {}), False), validate_only)
@@ -79,3 +79,19 @@ def _invalid_name(name: str) -> str:
         f"Topic name is invalid: '{name}' contains one or more characters other than ASCII alphanumerics, "
         f"'.', '_' and '-'"
     )
+
+
+def topic_config_entries(ctx: BrokerContext, overrides: dict[str, str], keys: list[str] | None) -> list[Entry]:
+    """Every topic config: its override (source 1), else the broker layer it comes from, with synonyms."""
+    out = []
+    for name, spec in TOPIC_CONFIGS.items():
+        if keys is not None and name not in keys:
+            continue
+        value, source, synonyms = ctx.configs.topic_default(spec)
+        if all(s == DEFAULT for _n, _v, s in synonyms) and synonyms and synonyms[0][0] != spec.synonyms[0]:
+            synonyms = []  # as Kafka: a default is listed only from the first synonym (not log.retention.hours)
+        if name in overrides:
+            value, source = overrides[name], DYNAMIC_TOPIC
+            synonyms = [(name, value, DYNAMIC_TOPIC), *synonyms]
+        out.append(Entry(name, value, source, False, spec.type, tuple(synonyms), spec.doc or None))
+    return out

@@ -31,12 +31,12 @@ def resolve_topic_ids(ctx: BrokerContext, topics: Any) -> None:
     """OffsetCommit/OffsetFetch v10 name topics by id (KAFKA-14690): each gets its name, "" where the id is
     unknown or zero (Kafka answers those UNKNOWN_TOPIC_ID on every partition, before any other check)."""
     for t in topics or ():
-        meta = ctx.topic_by_id(t.topic_id)
+        meta = ctx.topics.by_id(t.topic_id)
         t.name = meta.name if meta is not None else ""
 
 
 def topic_id_of(ctx: BrokerContext, name: str) -> uuid.UUID:
-    meta = ctx.topic(name)
+    meta = ctx.topics.get(name)
     return uuid.UUID(meta.topic_id) if meta is not None else uuid.UUID(int=0)
 
 

@@ -1,5 +1,6 @@
-"""The per-partition walk several APIs share: each requested partition is answered from its log, or
-with UNKNOWN_TOPIC_OR_PARTITION (and the API's "no value" fields) when the broker has none."""
+"""What several partition APIs share: the per-partition walk (each requested partition answered from its
+log, or with UNKNOWN_TOPIC_OR_PARTITION and the API's "no value" fields when the broker has none), and the
+check of a request's leader epoch."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from logbroker.protocol import ErrorCode as E
-from logbroker.storage import PartitionLog
 
 from ..context import BrokerContext
+from ..seams import PartitionLog
 
 
 def by_partition(
@@ -27,7 +28,19 @@ def by_partition(
         name = getattr(t, topic_field)
         rows = []
         for p in t.partitions:
-            plog = ctx.get_log(name, getattr(p, partition_field))
+            plog = ctx.topics.log(name, getattr(p, partition_field))
             rows.append(error(p, E.UNKNOWN_TOPIC_OR_PARTITION) if plog is None else answer(plog, p))
         out.append((name, rows))
     return out
+
+
+LEADER_EPOCH = 0  # the one leader epoch every partition has here
+NO_EPOCH = -1
+
+
+def leader_epoch_error(current: int) -> E | None:
+    """Kafka's check of a request's current_leader_epoch against the partition's: -1 skips it, an older
+    epoch is FENCED_LEADER_EPOCH (any other negative one too), a newer one UNKNOWN_LEADER_EPOCH."""
+    if current in (NO_EPOCH, LEADER_EPOCH):
+        return None
+    return E.FENCED_LEADER_EPOCH if current < LEADER_EPOCH else E.UNKNOWN_LEADER_EPOCH

@@ -43,7 +43,7 @@ async def handle(ctx: BrokerContext, req: Request) -> R:
     failed = {(t, p): E.TOPIC_AUTHORIZATION_FAILED for t, ps in wanted.items() if t not in writable for p in ps}
     for t, ps in wanted.items():
         for p in ps:
-            if (t, p) not in failed and ctx.get_log(t, p) is None:
+            if (t, p) not in failed and ctx.topics.log(t, p) is None:
                 failed[(t, p)] = E.UNKNOWN_TOPIC_OR_PARTITION
     if failed:
         errors = {(t, p): failed.get((t, p), E.OPERATION_NOT_ATTEMPTED) for t, ps in wanted.items() for p in ps}

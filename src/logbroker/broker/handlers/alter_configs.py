@@ -11,11 +11,11 @@ from typing import Any
 
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
-from logbroker.storage.configs import ConfigError
 
 from ..auth.checks import alter_configs_denial
 from ..context import BrokerContext
 from ..dispatch import handles
+from ..seams import ConfigError
 from ._configs import BROKER, BROKER_LOGGER, KNOWN_TYPES, Edit, alter, duplicates
 
 API = api(ApiKey.AlterConfigs)

@@ -23,7 +23,7 @@ from ..auth.acls import AclOperation
 from ..auth.checks import cluster_denial
 from ..context import BrokerContext
 from ..dispatch import handles
-from .describe_log_dirs import log_dir
+from ._log_dirs import log_dir
 
 API = api(ApiKey.AlterReplicaLogDirs)
 R = API.response
@@ -69,8 +69,8 @@ def _answer(ctx: BrokerContext, topic: str, partition: int, path: str, ours: str
         return E.INVALID_TOPIC_EXCEPTION
     if path != ours:
         return E.LOG_DIR_NOT_FOUND
-    if ctx.unavailable(topic) is not None:
+    if ctx.topics.unavailable(topic) is not None:
         return E.KAFKA_STORAGE_ERROR  # Kafka: the partition's log dir is offline
-    if ctx.get_log(topic, partition) is None:
+    if ctx.topics.log(topic, partition) is None:
         return E.UNKNOWN_TOPIC_OR_PARTITION
     return E.NONE

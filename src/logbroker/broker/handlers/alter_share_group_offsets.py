@@ -31,7 +31,7 @@ async def handle(ctx: BrokerContext, req: Request) -> Any:
     starts: list[tuple[str, int, int]] = []
     out = []
     for t in req.body.topics:
-        meta = ctx.topic(t.topic_name)
+        meta = ctx.topics.get(t.topic_name)
         parts = []
         for p in t.partitions:
             if meta is None or not 0 <= p.partition_index < meta.partitions:

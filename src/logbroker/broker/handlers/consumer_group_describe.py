@@ -32,7 +32,7 @@ def _parts(ctx: BrokerContext, tm: dict[str, set[int]], cls: type) -> list:
 
 
 def _name(ctx: BrokerContext, topic_id: str) -> str:
-    meta = ctx.topic_by_id(topic_id)
+    meta = ctx.topics.by_id(topic_id)
     return meta.name if meta is not None else ""
 
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
-from logbroker.storage.manager import TopicError
 
 from ..auth.acls import AclOperation, ResourceType
 from ..context import BrokerContext
 from ..dispatch import handles
+from ..seams import TopicError
 
 API = api(ApiKey.CreatePartitions)
 R = API.response
@@ -33,7 +33,7 @@ def handle(ctx: BrokerContext, req: Request) -> R:
     topics = [t for t in req.body.topics if t.name in allowed]
     added = 0
     for t in topics:
-        meta = ctx.topic(t.name)
+        meta = ctx.topics.get(t.name)
         if meta is not None and t.count > meta.partitions:
             added += t.count - meta.partitions
     if added > MAX_NEW_PARTITIONS_PER_REQUEST:
@@ -48,7 +48,7 @@ def handle(ctx: BrokerContext, req: Request) -> R:
     results = denied
     for t in topics:
         try:
-            meta = ctx.topic(t.name)
+            meta = ctx.topics.get(t.name)
             if meta is None:
                 raise TopicError(E.UNKNOWN_TOPIC_OR_PARTITION, f"topic {t.name!r} does not exist")
             if t.count <= meta.partitions:
@@ -64,7 +64,7 @@ def handle(ctx: BrokerContext, req: Request) -> R:
                         f"assignment {list(a.broker_ids)} names brokers other than {ctx.node_id}",
                     )
             if not req.body.validate_only:
-                ctx.create_partitions(t.name, t.count)
+                ctx.topics.create_partitions(t.name, t.count)
             results.append(TR(name=t.name, error_code=0, error_message=None))
         except TopicError as exc:
             results.append(TR(name=t.name, error_code=exc.error, error_message=str(exc)))

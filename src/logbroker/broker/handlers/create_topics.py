@@ -17,12 +17,12 @@ from typing import Any
 
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
-from logbroker.storage.manager import TopicError, parse_topic_configs, validate_topic_name
 
 from ..auth.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..context import BrokerContext
 from ..dispatch import handles
-from .describe_configs import topic_config_entries
+from ..seams import TopicError, parse_topic_configs, validate_topic_name
+from ._configs import topic_config_entries
 
 API = api(ApiKey.CreateTopics)
 R = API.response
@@ -91,7 +91,7 @@ def _create(ctx: BrokerContext, req: Request, topics: list[Any], describable: se
             if req.body.validate_only:
                 meta_id, meta_configs = ZERO_UUID, configs
             else:
-                meta = ctx.create_topic(t.name, partitions, configs)
+                meta = ctx.topics.create(t.name, partitions, configs)
                 meta_id, meta_configs = uuid.UUID(meta.topic_id), meta.configs
             if t.name not in describable:
                 hidden = _failed(t.name, 0, None)
@@ -147,7 +147,7 @@ def _validate(ctx: BrokerContext, t: Any) -> tuple[int, dict[str, str | None]]:
         )
     configs = {c.name: c.value for c in (t.configs or [])}
     parse_topic_configs({k: v for k, v in configs.items() if v is not None}, ctx.log_defaults)
-    if ctx.topic(t.name) is not None:
+    if ctx.topics.get(t.name) is not None:
         raise TopicError(E.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
     if partitions <= 0:
         raise TopicError(E.INVALID_PARTITIONS, f"Number of partitions must be larger than 0, got {partitions}")

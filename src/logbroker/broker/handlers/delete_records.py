@@ -11,13 +11,12 @@ from typing import Any
 
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
-from logbroker.storage import PartitionLog
-from logbroker.storage.log import OffsetOutOfRange
 
 from ..auth.acls import AclOperation, ResourceType
 from ..auth.checks import KAFKA_INTERNAL_TOPICS
 from ..context import BrokerContext
 from ..dispatch import handles
+from ..seams import OffsetOutOfRange, PartitionLog
 from ._partitions import by_partition
 
 API = api(ApiKey.DeleteRecords)

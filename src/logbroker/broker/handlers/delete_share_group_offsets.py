@@ -28,7 +28,7 @@ async def handle(ctx: BrokerContext, req: Request) -> Any:
         return R(throttle_time_ms=0, error_code=int(refused[0]), error_message=refused[1], responses=[])
     out = []
     for t in req.body.topics:
-        meta = ctx.topic(t.topic_name)
+        meta = ctx.topics.get(t.topic_name)
         if meta is None:
             out.append(XT(topic_name=t.topic_name, topic_id=ZERO_UUID, error_code=int(E.UNKNOWN_TOPIC_OR_PARTITION),
                           error_message=NOT_HOSTED))  # fmt: skip

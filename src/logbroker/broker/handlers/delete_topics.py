@@ -16,11 +16,11 @@ from typing import Any
 
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
-from logbroker.storage.manager import TopicError
 
 from ..auth.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..context import BrokerContext
 from ..dispatch import handles
+from ..seams import TopicError
 
 API = api(ApiKey.DeleteTopics)
 R = API.response
@@ -46,7 +46,7 @@ def handle(ctx: BrokerContext, req: Request) -> R:
     for name, topic_id in valid:
         if name is None:
             assert topic_id is not None
-            by_id = ctx.topic_by_id(topic_id)
+            by_id = ctx.topics.by_id(topic_id)
             if by_id is None:
                 results.append(
                     TR(
@@ -68,10 +68,10 @@ def handle(ctx: BrokerContext, req: Request) -> R:
         try:
             if not ctx.settings.delete_topic_enable:
                 raise TopicError(E.TOPIC_DELETION_DISABLED, "topic deletion is disabled on this broker")
-            meta = ctx.topic(name)
+            meta = ctx.topics.get(name)
             if meta is not None and meta.internal:
                 raise TopicError(E.INVALID_REQUEST, f"internal topic {name!r} cannot be deleted")
-            meta = ctx.delete_topic(name)
+            meta = ctx.topics.delete(name)
             results.append(TR(name=name, topic_id=uuid.UUID(meta.topic_id), error_code=0, error_message=None))
         except TopicError as exc:
             # Kafka's controller answers an unknown name with the error's own message.
@@ -112,7 +112,9 @@ def _name_denied(ctx: BrokerContext, req: Request, name: str) -> bool:
     (then it is answered as unknown)."""
     if ctx.access.authorize(req, AclOperation.DELETE, ResourceType.TOPIC, name):
         return False
-    return ctx.topic(name) is not None or not ctx.access.authorize(req, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+    return ctx.topics.get(name) is not None or not ctx.access.authorize(
+        req, AclOperation.DESCRIBE, ResourceType.TOPIC, name
+    )
 
 
 def _denied(name: str | None, topic_id: uuid.UUID) -> Any:

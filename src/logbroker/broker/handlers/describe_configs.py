@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
-from logbroker.storage.configs import TOPIC_CONFIGS, ConfigType
-from logbroker.storage.manager import MAX_TOPIC_NAME, TopicError, validate_topic_name
 
 from .. import loggers
 from ..auth.checks import describe_configs_denial
-from ..configs import DEFAULT, DYNAMIC_TOPIC, Entry
+from ..configs import DEFAULT, Entry
 from ..context import BrokerContext
 from ..dispatch import handles
+from ..seams import MAX_TOPIC_NAME, ConfigType, TopicError, validate_topic_name
+from ._configs import topic_config_entries
 
 API = api(ApiKey.DescribeConfigs)
 R = API.response
@@ -25,22 +25,6 @@ SYN = CE.DescribeConfigsSynonym
 TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 DYNAMIC_BROKER_LOGGER = 6
 KNOWN_TYPES = (TOPIC, BROKER, 8, 16, 32)  # and broker loggers, client metrics, groups: refused one by one here
-
-
-def topic_config_entries(ctx: BrokerContext, overrides: dict[str, str], keys: list[str] | None) -> list[Entry]:
-    """Every topic config: its override (source 1), else the broker layer it comes from, with synonyms."""
-    out = []
-    for name, spec in TOPIC_CONFIGS.items():
-        if keys is not None and name not in keys:
-            continue
-        value, source, synonyms = ctx.configs.topic_default(spec)
-        if all(s == DEFAULT for _n, _v, s in synonyms) and synonyms and synonyms[0][0] != spec.synonyms[0]:
-            synonyms = []  # as Kafka: a default is listed only from the first synonym (not log.retention.hours)
-        if name in overrides:
-            value, source = overrides[name], DYNAMIC_TOPIC
-            synonyms = [(name, value, DYNAMIC_TOPIC), *synonyms]
-        out.append(Entry(name, value, source, False, spec.type, tuple(synonyms), spec.doc or None))
-    return out
 
 
 def broker_config_entries(ctx: BrokerContext, scope: str, keys: list[str] | None) -> list[Entry]:
@@ -94,7 +78,7 @@ def handle(ctx: BrokerContext, req: Request) -> R:
         keys = list(res.configuration_keys) if res.configuration_keys is not None else None
         err, msg, entries = 0, "", []  # Kafka sends an empty message, not null, with no error
         if res.resource_type == TOPIC:
-            meta = ctx.topic(res.resource_name)
+            meta = ctx.topics.get(res.resource_name)
             invalid = _invalid_topic(res.resource_name) if meta is None else None
             if invalid is not None:  # Kafka validates the name before it looks the topic up
                 err, msg = E.INVALID_TOPIC_EXCEPTION, invalid

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 from logbroker.protocol import ApiKey, Request, api
@@ -20,6 +19,7 @@ from ..auth.acls import AclOperation
 from ..auth.checks import cluster_denial
 from ..context import BrokerContext
 from ..dispatch import handles
+from ._log_dirs import log_dir
 
 API = api(ApiKey.DescribeLogDirs)
 R = API.response
@@ -29,13 +29,6 @@ PartitionResult = TopicResult.DescribeLogDirsPartition
 
 # Java's FileStore reports a volume larger than 8 EiB as negative; Kafka answers Long.MAX_VALUE then.
 _INT64_MAX = 2**63 - 1
-
-
-def log_dir(ctx: BrokerContext) -> str:
-    """The path this broker reports as its only log dir, and the one AlterReplicaLogDirs accepts: the data
-    directory made absolute (not resolved: Kafka reports `log.dirs` entries as absolute paths, no symlinks
-    followed)."""
-    return str(Path(ctx.settings.data_dir).absolute())
 
 
 def volume_space(path: str) -> tuple[int, int]:
@@ -82,11 +75,11 @@ def _wanted(topics: list[Any] | None) -> dict[str, set[int]] | None:
 def _topics(ctx: BrokerContext, wanted: dict[str, set[int]] | None) -> Iterable[Any]:
     """Partitions this broker holds that were asked for; unknown topics and partitions are left out, and so
     is a topic none of whose partitions remain (as Kafka does: no error code per partition here)."""
-    for meta in sorted(ctx.topics(), key=lambda m: m.name):
+    for meta in sorted(ctx.topics.all(), key=lambda m: m.name):
         indexes = range(meta.partitions) if wanted is None else sorted(wanted.get(meta.name, ()))
         parts = []
         for i in indexes:
-            plog = ctx.get_log(meta.name, i)
+            plog = ctx.topics.log(meta.name, i)
             if plog is None:
                 continue
             # Lag against the high watermark: none on a single node, where the log end is the high watermark.

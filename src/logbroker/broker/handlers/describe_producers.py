@@ -11,12 +11,11 @@ from typing import Any
 
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
-from logbroker.storage import PartitionLog
-from logbroker.storage.manager import TopicError, validate_topic_name
 
 from ..auth.acls import AclOperation, ResourceType
 from ..context import BrokerContext
 from ..dispatch import handles
+from ..seams import PartitionLog, TopicError, validate_topic_name
 
 API = api(ApiKey.DescribeProducers)
 R = API.response
@@ -62,7 +61,7 @@ def handle(ctx: BrokerContext, req: Request) -> R:
         refusal = _refusal(ctx, req, t.name)
         rows = []
         for index in t.partition_indexes:
-            plog = None if refusal else ctx.get_log(t.name, index)
+            plog = None if refusal else ctx.topics.log(t.name, index)
             if plog is None:
                 code, message = refusal or (E.UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN)
                 rows.append(error(index, code, message))

@@ -40,14 +40,14 @@ def handle(ctx: BrokerContext, req: Request) -> Any:
         else:
             asked = []
             for t in g.topics:
-                meta = ctx.topic(t.topic_name)
+                meta = ctx.topics.get(t.topic_name)
                 if meta is not None:
                     asked.append((t.topic_name, meta.topic_id, list(t.partitions)))
         topics = []
         for name, tid, ps in asked:
 
             def end(p: int, name: str = name) -> int:
-                plog = ctx.get_log(name, p)
+                plog = ctx.topics.log(name, p)
                 return plog.next_offset if plog is not None else 0
 
             rows = share.start_offsets(g.group_id, tid, ps, end)

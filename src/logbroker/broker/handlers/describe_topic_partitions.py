@@ -17,12 +17,12 @@ import uuid
 
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
-from logbroker.storage.manager import TopicError, validate_topic_name
 
 from ..auth.acls import AclOperation, ResourceType
 from ..auth.checks import KAFKA_INTERNAL_TOPICS, authorized_operations
 from ..context import BrokerContext
 from ..dispatch import handles
+from ..seams import TopicError, validate_topic_name
 
 API = api(ApiKey.DescribeTopicPartitions)
 R = API.response
@@ -50,7 +50,7 @@ def handle(ctx: BrokerContext, req: Request) -> R:
     body = req.body
     cursor = body.cursor
     everything = not body.topics
-    names = sorted({m.name for m in ctx.topics()} if everything else {t.name for t in body.topics})
+    names = sorted({m.name for m in ctx.topics.all()} if everything else {t.name for t in body.topics})
     if cursor is not None and (cursor.partition_index < 0 or (not everything and cursor.topic_name not in names)):
         return R(throttle_time_ms=0, topics=[_error(int(E.INVALID_REQUEST), n) for n in names], next_cursor=None)
     if cursor is not None:
@@ -67,7 +67,7 @@ def handle(ctx: BrokerContext, req: Request) -> R:
         if budget == 0:  # the page filled up exactly: go on at this topic (Kafka does not look it up first)
             next_cursor = R.Cursor(topic_name=name, partition_index=0)
             break
-        meta = ctx.topic(name)
+        meta = ctx.topics.get(name)
         if meta is None:
             topics.append(_error(_missing(name), name))
             continue

@@ -30,13 +30,12 @@ from typing import Any
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
 from logbroker.protocol.records import last_offset_of
-from logbroker.storage.log import OffsetOutOfRange
-from logbroker.storage.segment import FileRange
 
 from ..auth.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..context import BrokerContext
 from ..dispatch import handles
 from ..fetch_sessions import TOPIC_IDS_FROM
+from ..seams import FileRange, OffsetOutOfRange
 
 log = logging.getLogger(__name__)
 API = api(ApiKey.Fetch)
@@ -56,7 +55,7 @@ async def handle(ctx: BrokerContext, req: Request) -> R:
             ctx.metrics.errors(ApiKey.Fetch, [E.UNKNOWN_SERVER_ERROR])
             return R(throttle_time_ms=0, error_code=E.UNKNOWN_SERVER_ERROR, session_id=0, responses=[])
         _resolve_ids(ctx, body)
-    session = ctx.fetch_sessions.context(req.version, body, privileged=replica_id(req) >= 0)
+    session = ctx.polls.sessions.context(req.version, body, privileged=replica_id(req) >= 0)
     if session.error:  # FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH: answered at once
         ctx.metrics.errors(ApiKey.Fetch, [session.error])
         return R(throttle_time_ms=0, error_code=session.error, session_id=0, responses=[])
@@ -66,11 +65,11 @@ async def handle(ctx: BrokerContext, req: Request) -> R:
         ranges: list[FileRange] = []
         sent: list[tuple[str, int]] = []  # (topic, bytes) and error codes of this round, for the metrics
         errors: list[int] = []
-        reading = session.reading(ctx.get_log, denied)
+        reading = session.reading(ctx.topics.log, denied)
         resp, total, keys = _collect(ctx, body, req.version, lent, denied, sent, errors, reading, ranges)
         watched = keys + session.quiet if session.quiet else keys  # the long poll watches a whole session
         remaining = deadline - time.monotonic()
-        if total >= max(body.min_bytes, 1) or remaining <= 0 or not watched or ctx.stopping:
+        if total >= max(body.min_bytes, 1) or remaining <= 0 or not watched or ctx.polls.stopping:
             resp.error_code, resp.session_id, resp.responses = session.answer(resp.responses)
             req.response_size_hint = total + 64 * len(keys)  # one response buffer, never regrown
             req.lent.extend((ctx.read_buffers, buf) for buf in lent)  # back to the pool once encoded
@@ -86,9 +85,9 @@ async def handle(ctx: BrokerContext, req: Request) -> R:
             rng.close()
         waited = time.monotonic()
         if session.session is not None:  # every partition of the session: `watched` is all of them
-            await ctx.wait_for_session_data(session.session, watched, remaining)
+            await ctx.polls.wait_for_session_data(session.session, watched, remaining)
         else:
-            await ctx.wait_for_data(watched, remaining)
+            await ctx.polls.wait_for_data(watched, remaining)
         ctx.metrics.waited(time.monotonic() - waited)  # the long poll: Kafka's RemoteTimeMs
 
 
@@ -109,7 +108,7 @@ def _unknown_id(topic_id: uuid.UUID | None) -> str:
 def _resolve_ids(ctx: BrokerContext, body: Any) -> None:
     """Names for the topic ids of a v13+ request (its topics and its forgotten topics)."""
     for t in itertools.chain(body.topics, body.forgotten_topics_data or ()):
-        meta = ctx.topic_by_id(t.topic_id)
+        meta = ctx.topics.by_id(t.topic_id)
         t.topic = meta.name if meta is not None else _unknown_id(t.topic_id)
 
 
@@ -119,7 +118,7 @@ def _id_error(ctx: BrokerContext, t: Any) -> int:
     re-created under another id. A session's topic deleted since is the read's UNKNOWN_TOPIC_OR_PARTITION."""
     if t.topic.startswith("?"):
         return E.UNKNOWN_TOPIC_ID
-    meta = ctx.topic(t.topic)
+    meta = ctx.topics.get(t.topic)
     if meta is not None and meta.topic_id != str(t.topic_id):
         return E.INCONSISTENT_TOPIC_ID
     return E.NONE
@@ -171,11 +170,11 @@ def _collect(
         parts = []
         before = total
         for p in t.partitions:
-            plog = ctx.get_log(t.topic, p.partition)
+            plog = ctx.topics.log(t.topic, p.partition)
             if plog is None:
                 # A topic on disk that cannot be served answers as Kafka does for a partition on a failed
                 # log directory.
-                missing = E.KAFKA_STORAGE_ERROR if ctx.unavailable(t.topic) else E.UNKNOWN_TOPIC_OR_PARTITION
+                missing = E.KAFKA_STORAGE_ERROR if ctx.topics.unavailable(t.topic) else E.UNKNOWN_TOPIC_OR_PARTITION
                 errors.append(missing)
                 parts.append(_pd(p.partition, missing))
                 continue

@@ -34,7 +34,7 @@ def _answer(ctx: BrokerContext, req: Request, key: str, key_type: int) -> tuple[
         return int(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), DENIED[E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED], -1, "", -1
     if key_type not in (GROUP, TRANSACTION):
         return int(E.INVALID_REQUEST), f"coordinator key type {key_type} is not served", -1, "", -1
-    if ctx.ensure_internal_topic(INTERNAL_TOPIC[key_type]):
+    if ctx.topics.ensure_internal(INTERNAL_TOPIC[key_type]):
         return int(E.COORDINATOR_NOT_AVAILABLE), "the coordinator's topic could not be created", -1, "", -1
     host, port = ctx.endpoint(req.listener)
     return 0, "", ctx.node_id, host, port

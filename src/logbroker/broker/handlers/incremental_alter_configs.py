@@ -13,13 +13,13 @@ from typing import Any
 
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
-from logbroker.storage.configs import TOPIC_CONFIGS, ConfigError, ConfigType
 
 from .. import loggers
 from ..auth.checks import alter_configs_denial
 from ..configs import BROKER_CONFIGS
 from ..context import BrokerContext
 from ..dispatch import handles
+from ..seams import TOPIC_CONFIGS, ConfigError, ConfigType
 from ._configs import BROKER, Edit, alter, duplicates
 
 API = api(ApiKey.IncrementalAlterConfigs)

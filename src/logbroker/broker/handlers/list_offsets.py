@@ -15,13 +15,12 @@ from typing import Any
 
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
-from logbroker.storage import PartitionLog
 
 from ..auth.acls import AclOperation, ResourceType
 from ..context import BrokerContext
 from ..dispatch import handles
-from ._partitions import by_partition
-from .offset_for_leader_epoch import leader_epoch_error
+from ..seams import PartitionLog
+from ._partitions import by_partition, leader_epoch_error
 
 API = api(ApiKey.ListOffsets)
 R = API.response

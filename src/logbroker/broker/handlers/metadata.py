@@ -39,7 +39,7 @@ def _authorize(
     describe. A topic named by id is refused by its id, which Kafka does not treat as secret."""
     allowed = ctx.access.authorize_names(req, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
     uncreatable: list[str] = []
-    missing = [n for n in names if n in allowed and ctx.topic(n) is None]
+    missing = [n for n in names if n in allowed and ctx.topics.get(n) is None]
     creating = requested and auto and ctx.settings.auto_create_topics and missing
     if creating and not cluster_allows(ctx, req, AclOperation.CREATE):
         creatable = ctx.access.authorize_names(req, AclOperation.CREATE, ResourceType.TOPIC, missing)
@@ -52,7 +52,7 @@ def _authorize(
         for n in names:
             if n in allowed:
                 continue
-            meta = ctx.topic(n) if by_id else None
+            meta = ctx.topics.get(n) if by_id else None
             if meta is not None:
                 refused.append(_refused(E.TOPIC_AUTHORIZATION_FAILED, None, uuid.UUID(meta.topic_id), NO_OPS))
             else:
@@ -88,14 +88,14 @@ def handle(ctx: BrokerContext, req: Request) -> R:
             authorized_operations=NO_OPS,
         )
     if body.topics is None or (v == 0 and not body.topics):
-        names = [m.name for m in ctx.topics()]  # internal ones too (is_internal), as Kafka lists them
+        names = [m.name for m in ctx.topics.all()]  # internal ones too (is_internal), as Kafka lists them
         requested = False
     else:
         names = []
         for t in body.topics:
             if v >= 12 and t.topic_id is not None and t.topic_id != ZERO_UUID:
                 # KIP-516 lookup by id (KIP-848 clients resolve their assignment this way).
-                found = ctx.topic_by_id(t.topic_id)
+                found = ctx.topics.by_id(t.topic_id)
                 if found is None:
                     unknown_ids.append(t.topic_id)
                 else:
@@ -111,8 +111,8 @@ def handle(ctx: BrokerContext, req: Request) -> R:
         names, refused = _authorize(ctx, req, names, requested, auto)
     with_ops = v >= 8 and body.include_topic_authorized_operations
     for name in names:
-        err = ctx.ensure_topic(name, auto, by=req) if requested else E.NONE
-        meta = ctx.topic(name)
+        err = ctx.topics.ensure(name, auto, by=req) if requested else E.NONE
+        meta = ctx.topics.get(name)
         ops = authorized_operations(ctx, req, ResourceType.TOPIC, name) if with_ops else NO_OPS
         if meta is None:
             topics.append(_refused(err or E.UNKNOWN_TOPIC_OR_PARTITION, name, ZERO_UUID, ops))

@@ -46,7 +46,7 @@ async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
             req, AclOperation.READ, ResourceType.TOPIC, (t.name for t in b.topics if t.name or not by_id)
         )
         if not any(
-            t.name in readable and ctx.get_log(t.name, p.partition_index) is not None
+            t.name in readable and ctx.topics.log(t.name, p.partition_index) is not None
             for t in b.topics
             for p in t.partitions
         ):
@@ -73,7 +73,7 @@ async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
                 err = E.UNKNOWN_TOPIC_ID
             elif readable is not None and t.name not in readable:
                 err = E.TOPIC_AUTHORIZATION_FAILED
-            elif ctx.get_log(t.name, p.partition_index) is None:
+            elif ctx.topics.log(t.name, p.partition_index) is None:
                 err = E.UNKNOWN_TOPIC_OR_PARTITION
             elif group_err != E.NONE:
                 err = group_err

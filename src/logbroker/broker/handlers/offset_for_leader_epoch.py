@@ -10,29 +10,17 @@ from typing import Any
 
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
-from logbroker.storage import PartitionLog
 
 from ..auth.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..context import BrokerContext
 from ..dispatch import handles
-from ._partitions import by_partition
+from ..seams import PartitionLog
+from ._partitions import LEADER_EPOCH, NO_EPOCH, by_partition, leader_epoch_error
 
 API = api(ApiKey.OffsetForLeaderEpoch)
 R = API.response
 TR = R.OffsetForLeaderTopicResult
 EO = TR.EpochEndOffset
-
-
-LEADER_EPOCH = 0  # the one leader epoch every partition has here
-NO_EPOCH = -1
-
-
-def leader_epoch_error(current: int) -> E | None:
-    """Kafka's check of a request's current_leader_epoch against the partition's: -1 skips it, an older
-    epoch is FENCED_LEADER_EPOCH (any other negative one too), a newer one UNKNOWN_LEADER_EPOCH."""
-    if current in (NO_EPOCH, LEADER_EPOCH):
-        return None
-    return E.FENCED_LEADER_EPOCH if current < LEADER_EPOCH else E.UNKNOWN_LEADER_EPOCH
 
 
 @handles(ApiKey.OffsetForLeaderEpoch, 2, 4)

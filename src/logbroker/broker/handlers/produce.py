@@ -21,12 +21,12 @@ from logbroker.protocol import ErrorCode as E
 from logbroker.protocol.produce import FIRST_TOPIC_ID_VERSION, partition_response
 from logbroker.protocol.records import ATTRIBUTES, HEADER_SIZE, PRODUCER_ID, TRANSACTIONAL_FLAG, InvalidBatch
 from logbroker.protocol.validate import RequestRefused, first_batch_is_transactional, short_first_batch, single_batch
-from logbroker.storage.producers import SequenceError
 
 from ..auth.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..auth.checks import KAFKA_INTERNAL_TOPICS
 from ..context import NO_RESPONSE, NO_RESPONSE_CLOSE, BrokerContext
 from ..dispatch import handles
+from ..seams import SequenceError
 
 log = logging.getLogger(__name__)
 API = api(ApiKey.Produce)
@@ -73,7 +73,7 @@ def _resolve_ids(ctx: BrokerContext, body: Any) -> None:
     """v13+ names topics by id only: each topic gets its name ("" for an unknown or zero id, which Kafka
     answers UNKNOWN_TOPIC_ID per partition before any other check)."""
     for t in body.topic_data:
-        meta = ctx.topic_by_id(t.topic_id)
+        meta = ctx.topics.by_id(t.topic_id)
         t.name = meta.name if meta is not None else ""
 
 
@@ -151,16 +151,16 @@ async def handle(ctx: BrokerContext, req: Request) -> Any:
             continue
         if t.name in KAFKA_INTERNAL_TOPICS:
             # Never auto-created here; once the broker has made it, Kafka refuses appends from clients.
-            err = E.NONE if ctx.topic(t.name) is not None else E.UNKNOWN_TOPIC_OR_PARTITION
+            err = E.NONE if ctx.topics.get(t.name) is not None else E.UNKNOWN_TOPIC_OR_PARTITION
             if not err and req.header.client_id != ADMIN_CLIENT_ID:
                 err = E.INVALID_TOPIC_EXCEPTION
         else:
-            err = ctx.ensure_topic(t.name, writable is None or _may_create(ctx, req, t.name), by=req)
+            err = ctx.topics.ensure(t.name, writable is None or _may_create(ctx, req, t.name), by=req)
             if err == E.INVALID_TOPIC_EXCEPTION:
                 err = E.UNKNOWN_TOPIC_OR_PARTITION  # Kafka looks the name up; an invalid one is simply not there
         parts: list[Any] = []
         for p in t.partition_data:
-            plog = None if err else ctx.get_log(t.name, p.index)
+            plog = None if err else ctx.topics.log(t.name, p.index)
             if err or plog is None:
                 code = err or E.UNKNOWN_TOPIC_OR_PARTITION
                 log.info("refused produce to %s-%d: %s", t.name, p.index, _name(code))
@@ -239,7 +239,7 @@ def _count_errors(ctx: BrokerContext, responses: list[Any]) -> None:
 def _may_create(ctx: BrokerContext, req: Request, topic: str) -> bool:
     """This broker auto-creates a topic on produce; with an authorizer only for a principal that could
     create it (CREATE on the cluster or the topic, as a Metadata auto-creation needs)."""
-    if ctx.topic(topic) is not None:
+    if ctx.topics.get(topic) is not None:
         return True
     cluster = ctx.access.authorize(req, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
     return cluster or ctx.access.authorize(req, AclOperation.CREATE, ResourceType.TOPIC, topic)

@@ -22,11 +22,11 @@ from typing import Any
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
 from logbroker.protocol.records import CONTROL_FLAG, TRANSACTIONAL_FLAG, iter_headers
-from logbroker.storage.log import OffsetOutOfRange
 
 from ..auth.acls import AclOperation, ResourceType
 from ..context import BrokerContext
 from ..dispatch import handles
+from ..seams import OffsetOutOfRange
 from ..share import ShareError
 from ._share import AckErrors, error_response, read_acks, readable_acks, refusal
 
@@ -111,7 +111,7 @@ async def _acquire(ctx: BrokerContext, req: Request, partitions: list[tuple[str,
             if readable is not None and name not in readable:
                 results[(tid, index)] = _pd(ctx, index, int(E.TOPIC_AUTHORIZATION_FAILED))
                 continue
-            plog = ctx.get_log(name, index)
+            plog = ctx.topics.log(name, index)
             if plog is None:
                 results[(tid, index)] = _pd(ctx, index, int(E.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
@@ -151,10 +151,10 @@ async def _acquire(ctx: BrokerContext, req: Request, partitions: list[tuple[str,
             taken += sum(la - f + 1 for f, la, _c in got)
             used += end
         remaining = deadline - time.monotonic()
-        if taken or remaining <= 0 or not keys or ctx.stopping:
+        if taken or remaining <= 0 or not keys or ctx.polls.stopping:
             return
         released = share.released()
-        waiting = asyncio.ensure_future(ctx.wait_for_data(keys, remaining))
+        waiting = asyncio.ensure_future(ctx.polls.wait_for_data(keys, remaining))
         try:
             await asyncio.wait([released, waiting], timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
         finally:

@@ -53,7 +53,7 @@ async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
             tp = (t.name, p.partition_index)
             if readable is not None and t.name not in readable:
                 errors[tp] = E.TOPIC_AUTHORIZATION_FAILED
-            elif ctx.get_log(t.name, p.partition_index) is None:
+            elif ctx.topics.log(t.name, p.partition_index) is None:
                 errors[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 epoch = p.committed_leader_epoch if v >= 2 else -1

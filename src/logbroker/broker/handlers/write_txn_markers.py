@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
-from logbroker.storage.producers import SequenceError
 
 from ..auth.acls import AclOperation
 from ..auth.checks import cluster_allows
 from ..context import BrokerContext
 from ..dispatch import handles
+from ..seams import SequenceError
 
 API = api(ApiKey.WriteTxnMarkers)
 R = API.response
@@ -35,7 +35,7 @@ async def handle(ctx: BrokerContext, req: Request) -> R:
         for t in m.topics:
             parts = []
             for index in t.partition_indexes:
-                plog = ctx.get_log(t.name, index)
+                plog = ctx.topics.log(t.name, index)
                 err = E.NONE
                 if plog is None:
                     err = E.UNKNOWN_TOPIC_OR_PARTITION

@@ -23,16 +23,16 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from logbroker.protocol import ErrorCode as E
-from logbroker.storage import PartitionLog
 from logbroker.storage.internal import InternalLog
 
 from ..group_configs import duration_ms
+from ..seams import Durability, GroupDirectory, TopicDirectory
 from .partition import FINISHED, AckRefused, SharePartition
 
 log = logging.getLogger(__name__)
@@ -159,23 +159,18 @@ class ShareCoordinator:
         self,
         store: ShareStore,
         config: ShareConfig,
-        persist: Callable[[PartitionLog], Awaitable[None]],
-        topic_table: Callable[[], TopicTable],
-        get_log: Callable[[str, int], PartitionLog | None],
-        topic_name: Callable[[str], str | None],
-        other_group: Callable[[str], str | None],
+        *,
+        durability: Durability,
+        topics: TopicDirectory,
+        other_groups: GroupDirectory,
         settings_for: Callable[[str], GroupSettings] = lambda _g: GroupSettings(),
-        offset_for_timestamp: Callable[[PartitionLog, int], int] | None = None,
     ) -> None:
         self.store = store
         self.config = config
-        self.settings = settings_for
-        self._offset_for_timestamp = offset_for_timestamp
-        self._persist = persist
-        self._topic_table = topic_table
-        self._get_log = get_log
-        self._topic_name = topic_name  # topic id -> name (None: no such topic)
-        self._other_group = other_group  # group id -> the protocol of a non-share group using it, or None
+        self.settings = settings_for  # group id -> its share settings (group configs over the broker's)
+        self._durability = durability
+        self._topics = topics
+        self._other_groups = other_groups  # consumer and classic groups: their ids are no share group's
         self.groups: dict[str, ShareGroup] = {}
         self.partitions: dict[PartitionKey, SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
@@ -246,8 +241,7 @@ class ShareCoordinator:
             raise ShareError(E.INVALID_REQUEST, f"MemberEpoch is invalid: {epoch}")
         if len(mid) > MAX_MEMBER_ID:
             raise ShareError(E.INVALID_REQUEST, f"MemberId can't be longer than {MAX_MEMBER_ID} characters.")
-        other = self._other_group(gid)
-        if other is not None:
+        if self._other_groups.group(gid) is not None:
             raise ShareError(E.GROUP_ID_NOT_FOUND, f"Group {gid} is not a share group.")
         g = self.groups.get(gid)
         if epoch == -1:
@@ -292,7 +286,7 @@ class ShareCoordinator:
     async def _reassign(self, g: ShareGroup) -> None:
         """Recompute the assignment when the members, subscriptions or partition counts changed; partitions
         new to the group get their share-partition state at the log end."""
-        table = self._topic_table()
+        table = self._topics.table()
         wanted = {n for m in g.members.values() for n in m.subscribed}
         topics = {n: table[n] for n in wanted if n in table}
         if topics != g.topics:
@@ -388,15 +382,17 @@ class ShareCoordinator:
     def _start_offset(self, group_id: str, topic_id: str, index: int) -> int:
         """Where a share-partition new to its group starts (the group's share.auto.offset.reset): the log
         start (earliest), the log end (latest), or the first record at or after now minus a duration."""
-        plog = self._get_log(self._topic_name(topic_id) or "", index)
+        meta = self._topics.by_id(topic_id)
+        plog = self._topics.log(meta.name, index) if meta is not None else None
         if plog is None:
             return 0
         reset = self.settings(group_id).auto_offset_reset
         if reset == "earliest":
             return plog.log_start_offset
-        if reset.startswith("by_duration:") and self._offset_for_timestamp is not None:
+        if reset.startswith("by_duration:"):
             ms = duration_ms(reset.removeprefix("by_duration:")) or 0
-            return self._offset_for_timestamp(plog, int(time.time() * 1000) - ms)
+            found = plog.offset_for_timestamp(int(time.time() * 1000) - ms)
+            return found[0] if found is not None and found[0] >= 0 else plog.next_offset
         return plog.next_offset
 
     async def acknowledge(
@@ -432,7 +428,8 @@ class ShareCoordinator:
     async def save(self, keys: Iterable[PartitionKey]) -> None:
         items = [(("s", *key), self.partitions[key].snapshot()) for key in keys if key in self.partitions]
         if items:
-            await self._persist(self.store.append(items))
+            self.store.append(items)
+            await self._durability.commit()
 
     # ------------------------------------------------------------------ long polls
 
@@ -462,7 +459,8 @@ class ShareCoordinator:
         for s in [s for s in self.sessions if s[0] == group_id]:
             del self.sessions[s]
         if keys:
-            await self._persist(self.store.append([(("s", *k), None) for k in keys]))
+            self.store.append([(("s", *k), None) for k in keys])
+            await self._durability.commit()
         log.info("share group %s: deleted (%d share-partitions)", group_id, len(keys))
         return E.NONE
 
@@ -508,7 +506,8 @@ class ShareCoordinator:
         for k in keys:
             del self.partitions[k]
         if keys:
-            await self._persist(self.store.append([(("s", *k), None) for k in keys]))
+            self.store.append([(("s", *k), None) for k in keys])
+            await self._durability.commit()
 
     def forget_topic(self, topic_id: str) -> None:
         """A deleted topic takes its share-partition state with it (written in the background: a restart
@@ -517,8 +516,8 @@ class ShareCoordinator:
         for k in keys:
             del self.partitions[k]
         if keys:
-            tombstones = self.store.append([(("s", *k), None) for k in keys])
-            task = asyncio.get_running_loop().create_task(self._persist(tombstones))
+            self.store.append([(("s", *k), None) for k in keys])
+            task = asyncio.get_running_loop().create_task(self._durability.commit())
             self._background.add(task)
             task.add_done_callback(self._background.discard)
 
@@ -529,7 +528,7 @@ class ShareCoordinator:
 
     def topic_ids(self) -> Mapping[str, str]:
         """Topic id -> name, rebuilt only when the topic table is (it is replaced on every topic change)."""
-        table = self._topic_table()
+        table = self._topics.table()
         if self._ids_of is not table:
             self._ids = {tid: name for name, (tid, _n) in table.items()}
             self._ids_of = table

@@ -22,15 +22,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from logbroker.protocol.errors import ErrorCode as E
-from logbroker.storage import PartitionLog
 from logbroker.storage.internal import InternalLog
 from logbroker.storage.producers import SequenceError
 
+from ..seams import Durability, OpenTransactions, ProducerIds, TxnOffsets
 from .model import IDLE, NO_EPOCH, NO_PRODUCER_ID, PREPARED, TopicPartition, TxnMeta, TxnState, epoch_exhausted, now_ms
 
 log = logging.getLogger(__name__)
@@ -69,21 +69,17 @@ class TxnCoordinator:
         store: TxnStore,
         settings: TxnSettings,
         *,
-        get_log: Callable[[str, int], PartitionLog | None],
-        sync: Callable[[], Awaitable[None]],
-        persist: Callable[[PartitionLog], Awaitable[None]],
-        next_producer_id: Callable[[], int],
-        complete_offsets: Callable[[int, Iterable[str], bool], Awaitable[None]],
-        open_logs: Callable[[], Iterable[tuple[str, int, PartitionLog]]] = tuple,
+        logs: OpenTransactions,
+        durability: Durability,
+        producer_ids: ProducerIds,
+        offsets: TxnOffsets,
     ) -> None:
         self.store = store
         self.settings = settings
-        self._get_log = get_log
-        self._sync = sync
-        self._persist_cb = persist
-        self._next_pid = next_producer_id
-        self._complete_offsets = complete_offsets
-        self._open_logs = open_logs  # partitions holding open transactions (`abort_hanging`)
+        self._logs = logs  # the partitions markers go to, and those holding open transactions (`abort_hanging`)
+        self._durability = durability
+        self._producer_ids = producer_ids
+        self._offsets = offsets  # the group coordinator's pending transactional offsets
         # Hanging transactions found (topic, partition, producer id, first offset) -> when first seen.
         self.hanging: dict[tuple[str, int, int, int], int] = {}
         self.hanging_aborted = 0
@@ -120,8 +116,8 @@ class TxnCoordinator:
         task.add_done_callback(self._tasks.discard)
 
     async def _write(self, meta: TxnMeta) -> None:
-        plog = self.store.append([(("x", meta.transactional_id), meta.to_json())])
-        await self._persist_cb(plog)
+        self.store.append([(("x", meta.transactional_id), meta.to_json())])
+        await self._durability.commit()
 
     async def _transit(self, meta: TxnMeta, new: TxnMeta) -> E:
         """Write `new` durably, then make it the state; CONCURRENT_TRANSACTIONS is answered meanwhile."""
@@ -149,7 +145,9 @@ class TxnCoordinator:
         )
         meta = self.txns.get(tid)
         if meta is None:
-            meta = self.txns[tid] = TxnMeta(tid, self._next_pid(), timeout_ms=timeout_ms, update_ms=now_ms())
+            meta = self.txns[tid] = TxnMeta(
+                tid, self._producer_ids.next_id(), timeout_ms=timeout_ms, update_ms=now_ms()
+            )
         if meta.pending:
             return InitResult(E.CONCURRENT_TRANSACTIONS)
         if expected is not None and not (
@@ -170,7 +168,7 @@ class TxnCoordinator:
         base = {"timeout_ms": timeout_ms, "state": TxnState.EMPTY, "partitions": set(), "groups": set(), "start_ms": -1}
         if epoch_exhausted(meta.epoch) and (expected is None or expected[1] == meta.epoch):
             new = meta.transit(
-                producer_id=self._next_pid(),
+                producer_id=self._producer_ids.next_id(),
                 prev_producer_id=meta.producer_id,
                 epoch=0,
                 last_epoch=meta.epoch if expected is not None else NO_EPOCH,
@@ -304,8 +302,8 @@ class TxnCoordinator:
                 # Not awaited: the markers are durable, so the outcome is settled; were this record lost, the
                 # restart would find the prepared state and find no open transaction left to mark. The next
                 # state change of this id is written after it in the same log and its fsync covers both.
-                plog = self.store.append([(("x", meta.transactional_id), done.to_json())])
-                self._spawn(self._persist_cb(plog))
+                self.store.append([(("x", meta.transactional_id), done.to_json())])
+                self._spawn(self._durability.commit())
             except OSError as exc:
                 log.error("transaction %r: markers not written (%s); retrying", meta.transactional_id, exc)
                 await asyncio.sleep(MARKER_RETRY_S)
@@ -319,7 +317,7 @@ class TxnCoordinator:
         pid, epoch = meta.producer_id, meta.epoch
         written = False
         for topic, index in sorted(meta.partitions):
-            plog = self._get_log(topic, index)
+            plog = self._logs.log(topic, index)
             if plog is None:
                 continue  # the topic was deleted meanwhile
             if recovering and pid not in plog.producers.ongoing:
@@ -331,9 +329,9 @@ class TxnCoordinator:
                 continue
             written = True
         if written:
-            await self._sync()
+            await self._durability.commit()
         if meta.groups:
-            await self._complete_offsets(pid, meta.groups, commit)
+            await self._offsets.complete_txn(pid, meta.groups, commit)
 
     # ------------------------------------------------------------------ timeouts and expiry
 
@@ -393,7 +391,7 @@ class TxnCoordinator:
                 explained[m.producer_id] = m
         found = []
         seen = set()
-        for topic, index, plog in self._open_logs():
+        for topic, index, plog in self._logs.with_open_transactions():
             for pid, first in list(plog.producers.ongoing.items()):
                 meta = explained.get(pid)
                 if meta is not None and (topic, index) in meta.partitions:
@@ -428,7 +426,7 @@ class TxnCoordinator:
             since = max(last, self.hanging.get((topic, index, pid, first), now))
             if now - since < self.settings.max_timeout_ms:
                 continue
-            plog = self._get_log(topic, index)
+            plog = self._logs.log(topic, index)
             if plog is None or plog.producers.ongoing.get(pid) != first:
                 continue
             entry = plog.producers.producers.get(pid)
@@ -448,7 +446,7 @@ class TxnCoordinator:
             )  # fmt: skip
         if aborted:
             self.hanging_aborted += aborted
-            await self._sync()
+            await self._durability.commit()
         return aborted
 
     async def expire_ids(self, now: int | None = None) -> int:
@@ -460,8 +458,8 @@ class TxnCoordinator:
             if m.state in IDLE and not m.pending and now - m.update_ms >= self.settings.id_expiration_ms
         ]
         if due:
-            plog = self.store.append([(("x", m.transactional_id), None) for m in due])
-            await self._persist_cb(plog)
+            self.store.append([(("x", m.transactional_id), None) for m in due])
+            await self._durability.commit()
             for m in due:
                 if self.txns.get(m.transactional_id) is m and m.state in IDLE and not m.pending:
                     del self.txns[m.transactional_id]
