@@ -15,6 +15,7 @@ partitions, and reads nothing back: the measure of concurrent appends to many pa
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -23,9 +24,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
-from logbroker.bench.procstat import cpu_seconds
+from logbroker_devtools.bench.procstat import cpu_seconds
 
 
 def kcat_produce(bootstrap: str, payload: Path) -> None:
@@ -67,35 +69,17 @@ def _payload(path: Path, mb: int) -> int:
     return count
 
 
-def measure_partitions(src: str, records: int, partitions: int, clients: int, fsync: str) -> dict[str, float]:
-    """lbload produces `records` 1 KB records over `partitions` partitions from `clients` producers."""
-    from logbroker.bench.native import lbload
-
+@contextlib.contextmanager
+def serve(src: str, fsync: str) -> Iterator[tuple[str, subprocess.Popen]]:
+    """`logbroker serve` from the source tree `src` on a free port and a fresh data dir: (bootstrap, process)."""
     port = _free_port()
     data = Path(tempfile.mkdtemp(prefix="lb-cpu-"))
     env = {**os.environ, "PYTHONPATH": str(Path(src).resolve())}
     cmd = [sys.executable, "-m", "logbroker", "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", str(data)]
-    cmd += ["--fsync", fsync]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([*cmd, "--fsync", fsync], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_port(port, proc)
-        from confluent_kafka.admin import AdminClient, NewTopic
-
-        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
-        admin.create_topics([NewTopic("bench", partitions, 1)])["bench"].result(30)
-        marks: dict[str, float] = {}
-
-        def connected(_line: dict) -> None:
-            marks["c0"], marks["t0"] = cpu_seconds([proc.pid]), time.monotonic()
-
-        sample = lbload(f"127.0.0.1:{port}", "bench", clients=clients, records=records, size=1024,
-                        partitions=partitions, on_connected=connected)  # fmt: skip
-        cpu, secs = cpu_seconds([proc.pid]) - marks["c0"], time.monotonic() - marks["t0"]
-        return {
-            "produce_cpu_s_per_gb": cpu / (sample.bytes / 1e9),
-            "produce_mb_s": sample.bytes / 1e6 / secs,
-            "records_per_s": sample.records / secs,
-        }
+        yield f"127.0.0.1:{port}", proc
     finally:
         proc.terminate()
         try:
@@ -105,16 +89,33 @@ def measure_partitions(src: str, records: int, partitions: int, clients: int, fs
         shutil.rmtree(data, ignore_errors=True)
 
 
+def measure_partitions(src: str, records: int, partitions: int, clients: int, fsync: str) -> dict[str, float]:
+    """lbload produces `records` 1 KB records over `partitions` partitions from `clients` producers."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from logbroker_devtools.bench.native import lbload
+
+    with serve(src, fsync) as (bootstrap, proc):
+        AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic("bench", partitions, 1)])["bench"].result(
+            30
+        )
+        marks: dict[str, float] = {}
+
+        def connected(_line: dict) -> None:
+            marks["c0"], marks["t0"] = cpu_seconds([proc.pid]), time.monotonic()
+
+        sample = lbload(bootstrap, "bench", clients=clients, records=records, size=1024, partitions=partitions,
+                        on_connected=connected)  # fmt: skip
+        cpu, secs = cpu_seconds([proc.pid]) - marks["c0"], time.monotonic() - marks["t0"]
+        return {
+            "produce_cpu_s_per_gb": cpu / (sample.bytes / 1e9),
+            "produce_mb_s": sample.bytes / 1e6 / secs,
+            "records_per_s": sample.records / secs,
+        }
+
+
 def measure(src: str, payload: Path, records: int, fsync: str) -> dict[str, float]:
-    port = _free_port()
-    data = Path(tempfile.mkdtemp(prefix="lb-cpu-"))
-    env = {**os.environ, "PYTHONPATH": str(Path(src).resolve())}
-    cmd = [sys.executable, "-m", "logbroker", "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", str(data)]
-    cmd += ["--fsync", fsync]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        _wait_port(port, proc)
-        bootstrap = f"127.0.0.1:{port}"
+    with serve(src, fsync) as (bootstrap, proc):
         subprocess.run(
             ["kcat", "-b", bootstrap, "-L", "-t", "bench"], check=True, capture_output=True, timeout=30
         )  # auto-creates the topic
@@ -138,13 +139,6 @@ def measure(src: str, payload: Path, records: int, fsync: str) -> dict[str, floa
             "produce_mb_s": nbytes / 1e6 / (t1 - t0),
             "fetch_mb_s": nbytes / 1e6 / (t2 - t1),
         }
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        shutil.rmtree(data, ignore_errors=True)
 
 
 def main() -> int:

@@ -120,7 +120,7 @@ def main() -> None:
     if args.bootstrap:
         results = run_all(args.bootstrap, args.records, args.partitions, args.runs)
     else:
-        from logbroker.testing.process import BrokerProcess
+        from logbroker_devtools.testing.process import BrokerProcess
 
         with tempfile.TemporaryDirectory(prefix="cli-bench-") as d:
             broker = BrokerProcess(Path(d) / "data")

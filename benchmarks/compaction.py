@@ -22,8 +22,8 @@ from pathlib import Path
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from logbroker.testing.peers import KafkaPeer
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.testing.peers import KafkaPeer
+from logbroker_devtools.testing.process import BrokerProcess
 
 SEGMENT = 8 << 20
 

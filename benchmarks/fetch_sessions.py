@@ -114,7 +114,7 @@ def _fetch_requests(metrics_url: str) -> float:
 
 
 def java_consumer(pid: int, bootstrap: str, metrics_url: str, seconds: int) -> dict[str, float]:
-    from logbroker.testing.peers import JavaClientTool
+    from logbroker_devtools.testing.peers import JavaClientTool
 
     tool = JavaClientTool()
     f0, c0 = _fetch_requests(metrics_url), _cpu_seconds(pid)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The long fuzz run: a million mutated request frames across every API against a `logbroker serve` process.
 
-Frames come from `logbroker.testing.fuzz` (the generator the property tests in tests/test_fuzz_requests.py
+Frames come from `logbroker_devtools.testing.fuzz` (the generator the property tests in tests/test_fuzz_requests.py
 use, with `random.Random` in place of hypothesis): mostly well-formed requests of every served API and
 version with 1-3 mutations, plus some well-formed ones and some garbage. Several connections send in
 parallel (worker processes, a few threads each), each frame followed by an ApiVersions sentinel, and a
@@ -37,10 +37,10 @@ from typing import Any
 import psutil
 
 from logbroker.broker.handlers import served_apis
-from logbroker.client.connection import BrokerError, KafkaClient
 from logbroker.protocol import ApiKey, api
-from logbroker.testing import fuzz
-from logbroker.testing.process import LOOPBACK, BrokerProcess
+from logbroker_devtools.client.connection import BrokerError, KafkaClient
+from logbroker_devtools.testing import fuzz
+from logbroker_devtools.testing.process import LOOPBACK, BrokerProcess
 
 APIS = served_apis()
 KEYS = sorted(APIS)

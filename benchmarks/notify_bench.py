@@ -22,7 +22,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer
 
 from logbroker.notify import NotificationListener, Notifier
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.testing.process import BrokerProcess
 
 PAYLOAD = {"instance_id": "3f1c2a8e-0000-4000-8000-000000000000", "state": "active", "flavor": "m1.small",
            "host": "compute-17", "memory_mb": 2048, "vcpus": 2}  # fmt: skip

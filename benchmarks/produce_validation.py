@@ -88,9 +88,9 @@ def _tiny_records_batch(n: int) -> bytes:
 
 
 def stall(partitions: int) -> None:
-    from logbroker.client.connection import Connection, KafkaClient, ProduceRequest
     from logbroker.protocol import ApiKey, api
-    from logbroker.testing.process import BrokerProcess
+    from logbroker_devtools.client.connection import Connection, KafkaClient, ProduceRequest
+    from logbroker_devtools.testing.process import BrokerProcess
 
     ApiVersions = api(ApiKey.ApiVersions).request
     with tempfile.TemporaryDirectory() as tmp:
@@ -146,7 +146,7 @@ def kcat_side_by_side(mb: int, rounds: int, fsync: str) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import broker_cpu  # the same payload, kcat settings and /proc accounting
 
-    from logbroker.testing.peers import KafkaPeer
+    from logbroker_devtools.testing.peers import KafkaPeer
 
     def kafka_round(payload: Path, records: int) -> dict[str, float]:
         with KafkaPeer() as peer:

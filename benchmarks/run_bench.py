@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run the logbroker benchmark from a checkout: a thin argparse wrapper over run_bench().
 
-Same options as ``logbroker bench``; see ``logbroker.bench.run_bench`` for what is measured.
+Same options as ``logbroker bench``; see ``logbroker_devtools.bench.run_bench`` for what is measured.
 Example: ``python benchmarks/run_bench.py --targets logbroker,tansu --quick``.
 """
 
@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 try:
-    from logbroker.bench import ALL_TARGETS, parse_targets, parse_workloads, run_bench
+    from logbroker_devtools.bench import ALL_TARGETS, parse_targets, parse_workloads, run_bench
 except ImportError:  # not installed: fall back to the source tree next to this script
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    from logbroker.bench import ALL_TARGETS, parse_targets, parse_workloads, run_bench
+    from logbroker_devtools.bench import ALL_TARGETS, parse_targets, parse_workloads, run_bench
 
 
 def main(argv: list[str] | None = None) -> int:

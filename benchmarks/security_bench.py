@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Throughput over PLAINTEXT, SSL and SASL_SSL (SCRAM-SHA-256), logbroker against Apache Kafka set up alike.
 
-See ``logbroker.bench.security``. Example: ``python benchmarks/security_bench.py --records 100000``.
+See ``logbroker_devtools.bench.security``. Example: ``python benchmarks/security_bench.py --records 100000``.
 Not part of CI.
 """
 
@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 try:
-    from logbroker.bench.security import run_security_bench
+    from logbroker_devtools.bench.security import run_security_bench
 except ImportError:  # not installed: the source tree next to this script
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    from logbroker.bench.security import run_security_bench
+    from logbroker_devtools.bench.security import run_security_bench
 
 
 def main(argv: list[str] | None = None) -> int:

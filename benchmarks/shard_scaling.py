@@ -22,7 +22,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from logbroker.bench.procstat import cpu_seconds
+from logbroker_devtools.bench.procstat import cpu_seconds
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from broker_cpu import _free_port, _payload, _wait_port, kcat_produce

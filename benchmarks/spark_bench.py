@@ -5,7 +5,7 @@
                                                [--json out.json]
 
 For each broker, in one run (one SparkSession, local[2]): start it (logbroker as a `logbroker serve`
-process, Apache Kafka as logbroker.testing.peers.KafkaPeer, so both brokers live outside this process), produce
+process, Apache Kafka as logbroker_devtools.testing.peers.KafkaPeer, so both brokers live outside this process), produce
 N records of SIZE random bytes (incompressible; 10-byte keys) with confluent-kafka, untimed, then time:
 
 * spark: `logbroker.spark.builtins.archive` end to end (call to return: query start, one availableNow
@@ -18,7 +18,7 @@ N records of SIZE random bytes (incompressible; 10-byte keys) with confluent-kaf
 (keep_partition=True, idempotent acks=all producers in the Spark tasks).
 
 ``--masters local,cluster`` runs everything in local[2] and again on a Spark standalone cluster of two
-one-core workers on loopback (logbroker.testing.spark_cluster; archives at file:// URLs), one session each.
+one-core workers on loopback (logbroker_devtools.testing.spark_cluster; archives at file:// URLs), one session each.
 
 ``--merge`` also times the rollup's sink: B batches of R rows merged into a table of K keys, by Delta's MERGE
 (logbroker's `merge` sink, transaction ids on) and by the Parquet upsert sink it retired
@@ -62,12 +62,12 @@ def broker(name: str, workdir: Path) -> Iterator[str]:
     """A broker in its own process, so neither competes with this process's GIL."""
     workdir.mkdir(parents=True, exist_ok=True)
     if name == "logbroker":
-        from logbroker.testing.process import BrokerProcess
+        from logbroker_devtools.testing.process import BrokerProcess
 
         with BrokerProcess(workdir / "logbroker-data", own_session=True) as proc:  # as KafkaPeer: see BrokerProcess
             yield proc.bootstrap
     elif name == "kafka":
-        from logbroker.testing.peers import KafkaPeer
+        from logbroker_devtools.testing.peers import KafkaPeer
 
         with KafkaPeer(server_properties={"group.initial.rebalance.delay.ms": 0}, heap="1g") as peer:
             yield peer.bootstrap
@@ -257,7 +257,7 @@ def run_on(args: argparse.Namespace, where: str) -> list[dict[str, Any]]:
     workdir = Path(tempfile.mkdtemp(prefix="spark-bench-", dir=args.workdir))
     stack = contextlib.ExitStack()
     if where == "cluster":
-        from logbroker.testing.spark_cluster import SparkStandalone
+        from logbroker_devtools.testing.spark_cluster import SparkStandalone
 
         master = stack.enter_context(SparkStandalone(workers=2, worker_memory="2g")).master_url
         conf = {"spark.executor.memory": "1500m", "spark.cores.max": "2"}

@@ -8,7 +8,7 @@ through an implicit subscription. "published" counts from the first publish to t
 (2,000 publish() calls in flight, one event each); "delivered" from the first publish to the last handler call.
 "cpu" is this process's CPU time per event (the embedded broker's included when it runs in-process): on a
 shared machine it varies less than the rates. Without --bootstrap an embedded broker in a temporary directory is
-used; --kafka starts Apache Kafka (logbroker.testing.peers.KafkaPeer) instead. --idle-timeout sets
+used; --kafka starts Apache Kafka (logbroker_devtools.testing.peers.KafkaPeer) instead. --idle-timeout sets
 implicit_idle_timeout and also reports "retire s": from the last delivery until every implicit subscription
 has retired (the timeout plus the sweep's own cost; the rates are measured before and are comparable).
 """
@@ -91,7 +91,7 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         bootstrap = args.bootstrap
         if bootstrap is None and args.kafka:
-            from logbroker.testing.peers import KafkaPeer
+            from logbroker_devtools.testing.peers import KafkaPeer
 
             peer = stack.enter_context(KafkaPeer(server_properties={"group.initial.rebalance.delay.ms": 0}))
             bootstrap = peer.bootstrap

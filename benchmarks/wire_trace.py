@@ -427,19 +427,19 @@ def data_connections(recs: list[dict[str, Any]]) -> list[int]:
 @contextlib.contextmanager
 def traced_broker(name: str, workdir: Path, trace: Path) -> Iterator[str]:
     """A broker in its own process behind a proxy process; the broker advertises the proxy's address."""
-    from logbroker.testing.net import LOOPBACK, free_ports
+    from logbroker_devtools.testing.net import LOOPBACK, free_ports
 
     broker_port, proxy_port = free_ports(2)
     workdir.mkdir(parents=True, exist_ok=True)
     with proxy_process(proxy_port, f"{LOOPBACK}:{broker_port}", trace):
         if name == "logbroker":
-            from logbroker.testing.process import BrokerProcess
+            from logbroker_devtools.testing.process import BrokerProcess
 
             args = ["--advertised-listener", f"{LOOPBACK}:{proxy_port}"]
             with BrokerProcess(workdir / "logbroker-data", port=broker_port, extra_args=args):
                 yield f"{LOOPBACK}:{proxy_port}"
         else:
-            from logbroker.testing.peers import KafkaPeer
+            from logbroker_devtools.testing.peers import KafkaPeer
 
             props = {
                 "group.initial.rebalance.delay.ms": 0,

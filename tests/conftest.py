@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from logbroker.spark.session import SPARK_JAVA_OPTIONS_ENV
-from logbroker.testing.net import PORT_BLOCK_ENV
-from logbroker.testing.peers import PEER_JVM_OPTS_ENV
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.testing.net import PORT_BLOCK_ENV
+from logbroker_devtools.testing.peers import PEER_JVM_OPTS_ENV
+from logbroker_devtools.testing.process import BrokerProcess
 from support import TEST_TARGET, TEST_TARGETS, shared_kafka, stop_shared_kafka
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

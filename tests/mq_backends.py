@@ -14,7 +14,7 @@ import pytest
 
 from logbroker.embedded import EmbeddedBroker
 from logbroker.mq import Client, MQConfig
-from logbroker.testing import peers
+from logbroker_devtools.testing import peers
 from support import shared_kafka
 
 BACKENDS = ("embedded", "kafka", "tansu")

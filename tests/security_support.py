@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from logbroker.testing.net import LOOPBACK, free_ports
+from logbroker_devtools.testing.net import LOOPBACK, free_ports
 from support import missing_tool
 
 KEY_PASSWORD = "key-secret"
@@ -108,7 +108,7 @@ def logbroker_secure(
 ) -> Iterator[SecureBroker]:
     """`logbroker serve --config` with these listeners (a TOML file in Kafka's setting names); the SSL
     listener asks for a client certificate, MTLS needs one."""
-    from logbroker.testing.process import BrokerProcess
+    from logbroker_devtools.testing.process import BrokerProcess
 
     ports = dict(zip(listeners, free_ports(len(listeners)), strict=True))
     users_file = tmp / "plain-users.txt"
@@ -169,7 +169,7 @@ def kafka_secure(
 ) -> Iterator[SecureBroker]:
     """Apache Kafka 4 with the same listeners, certificates and users (JAAS PLAIN users; SCRAM users added
     with AlterUserScramCredentials, as on logbroker)."""
-    from logbroker.testing import peers
+    from logbroker_devtools.testing import peers
 
     if not peers.java_available():
         missing_tool("java not found (Apache Kafka needs a JVM)")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from logbroker.embedded import EmbeddedBroker
-from logbroker.testing import peers
+from logbroker_devtools.testing import peers
 from support import shared_kafka
 
 

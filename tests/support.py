@@ -24,8 +24,8 @@ from logbroker.protocol.messages import decode_response, encode_request
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from logbroker.testing.peers import JavaClientTool
-    from logbroker.testing.process import BrokerProcess
+    from logbroker_devtools.testing.peers import JavaClientTool
+    from logbroker_devtools.testing.process import BrokerProcess
 
 # Which broker the target-switchable suites run against: logbroker (default) or Apache Kafka.
 TEST_TARGET = os.environ.get("LOGBROKER_TEST_TARGET", "logbroker").strip().lower() or "logbroker"
@@ -65,7 +65,7 @@ _shared_kafka: Any = None
 
 
 def _require_kafka() -> None:
-    from logbroker.testing import peers
+    from logbroker_devtools.testing import peers
 
     if not peers.java_available():
         missing_tool("java not found (Apache Kafka needs a JVM)")
@@ -78,7 +78,7 @@ def shared_kafka() -> Any:
     (conftest): Kafka's answers do not depend on which module asks, and tests isolate themselves with unique
     topic and group names. A KafkaPeer; a dead one is replaced."""
     global _shared_kafka
-    from logbroker.testing import peers
+    from logbroker_devtools.testing import peers
 
     _require_kafka()
     if _shared_kafka is not None and not _shared_kafka.running:
@@ -101,7 +101,7 @@ def kafka_peer(*, own: bool = False, **server_properties: Any) -> Iterator[str]:
     """Apache Kafka 4 (KRaft) on loopback, first assignment without the 3 s initial-rebalance delay: the
     shared one when the settings asked for are among its own, else (or when `own`: a caller that may leave
     it unusable, as fuzzing may) one of the caller's for the block."""
-    from logbroker.testing import peers
+    from logbroker_devtools.testing import peers
 
     if not own and all(str(SHARED_KAFKA_PROPERTIES.get(k)) == str(v) for k, v in server_properties.items()):
         yield shared_kafka().bootstrap
@@ -126,9 +126,9 @@ def java_client_tool() -> JavaClientTool:
 
 def kafka_tool(tool: str, bootstrap: str | None, *args: str, timeout: float = 120.0) -> Any:
     """Run one of Kafka's CLI tools (`kafka-topics`, `kafka-log-dirs`, `kafka-configs`, ...; see
-    logbroker.testing.kafka_tools.TOOLS) with --bootstrap-server: a ToolResult (returncode, stdout,
+    logbroker_devtools.testing.kafka_tools.TOOLS) with --bootstrap-server: a ToolResult (returncode, stdout,
     stderr, output), or skip/fail per missing_tool when java or the tools jars are absent."""
-    from logbroker.testing import kafka_tools
+    from logbroker_devtools.testing import kafka_tools
 
     if (why := kafka_tools.tools_available()) is not None:
         missing_tool(why)
@@ -137,7 +137,7 @@ def kafka_tool(tool: str, bootstrap: str | None, *args: str, timeout: float = 12
 
 @functools.cache
 def _compiled_java_client_tool() -> JavaClientTool:
-    from logbroker.testing.peers import JavaClientTool
+    from logbroker_devtools.testing.peers import JavaClientTool
 
     tool = JavaClientTool()
     tool.compile()
@@ -315,7 +315,7 @@ def authz_kafka_peer(
     """Apache Kafka 4 with its StandardAuthorizer: PLAINTEXT clients are User:ANONYMOUS and not super;
     `super_users` ("User:x") are; a SASL_PLAINTEXT listener (`peer.listener_bootstrap("SASL_PLAINTEXT")`)
     logs in the PLAIN `users` (default AUTHZ_USERS). Yields the KafkaPeer."""
-    from logbroker.testing import peers
+    from logbroker_devtools.testing import peers
 
     _require_kafka()
     logins = " ".join(f'user_{u}="{p}"' for u, p in (AUTHZ_USERS if users is None else users).items())
@@ -347,8 +347,8 @@ def authz_logbroker(
     """A `logbroker serve` process with the StandardAuthorizer, as authz_kafka_peer's Kafka: PLAINTEXT
     (User:ANONYMOUS) on `.bootstrap`, PLAIN `users` (default AUTHZ_USERS) on `.sasl_bootstrap`. Yields the
     BrokerProcess (its data dir kept across stop/start, for restarts)."""
-    from logbroker.testing.net import free_ports
-    from logbroker.testing.process import BrokerProcess
+    from logbroker_devtools.testing.net import free_ports
+    from logbroker_devtools.testing.process import BrokerProcess
 
     plain, sasl = free_ports(2)
     logins = " ".join(f'user_{u}="{p}"' for u, p in (AUTHZ_USERS if users is None else users).items())
@@ -381,10 +381,10 @@ def authz_target(kind: str) -> Iterator[SimpleNamespace]:
 
 
 def raw_connection(bootstrap: str, user: str | None = None, password: str | None = None) -> Any:
-    """A blocking logbroker.client Connection for raw requests (codes the admin clients hide); with `user`,
+    """A blocking logbroker_devtools.client Connection for raw requests (codes the admin clients hide); with `user`,
     logged in with SASL PLAIN (SaslHandshake v1 + SaslAuthenticate, as a SASL_PLAINTEXT client does)."""
-    from logbroker.client.connection import Connection, parse_bootstrap
     from logbroker.protocol import ApiKey, api
+    from logbroker_devtools.client.connection import Connection, parse_bootstrap
 
     host, port = parse_bootstrap(bootstrap)
     conn = Connection(host, port, client_id="authz-test", timeout=30)

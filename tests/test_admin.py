@@ -8,7 +8,7 @@ import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.testing.process import BrokerProcess
 
 
 @pytest.fixture

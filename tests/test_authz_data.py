@@ -31,12 +31,12 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from logbroker.client.connection import Connection, fetch_request, parse_bootstrap
 from logbroker.protocol import ApiKey, api
 from logbroker.protocol.errors import ErrorCode
 from logbroker.protocol.records import NewRecord, build_batch
-from logbroker.testing.net import free_ports
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.client.connection import Connection, fetch_request, parse_bootstrap
+from logbroker_devtools.testing.net import free_ports
+from logbroker_devtools.testing.process import BrokerProcess
 from support import assert_equal, authz_kafka_peer, both_targets, eventually, unique
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}

@@ -24,9 +24,9 @@ from kafka.protocol.consumer import (
 )
 from kafka.protocol.metadata import FindCoordinatorRequest
 
-from logbroker.client.connection import Connection
 from logbroker.protocol.errors import ErrorCode as E
 from logbroker.protocol.kip848 import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
+from logbroker_devtools.client.connection import Connection
 from support import assert_equal, both_targets, eventually, unique
 from test_authz_data import AuthzTarget, NewRecord, ProduceRequest, acl, build_batch, start_authz_target
 

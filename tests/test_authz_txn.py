@@ -22,10 +22,10 @@ from kafka.protocol.producer import (
     TxnOffsetCommitRequest,
 )
 
-from logbroker.client.connection import Connection
 from logbroker.protocol import ApiKey, api
 from logbroker.protocol.errors import ErrorCode as E
 from logbroker.protocol.records import TRANSACTIONAL_FLAG
+from logbroker_devtools.client.connection import Connection
 from support import assert_equal, both_targets, eventually, unique
 from test_authz_data import AuthzTarget, NewRecord, ProduceRequest, acl, build_batch, end_offset, start_authz_target
 

@@ -25,11 +25,11 @@ from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 
 from logbroker.broker.handlers import served_apis
-from logbroker.client.connection import Connection, KafkaClient, fetch_request
 from logbroker.protocol.errors import ErrorCode
 from logbroker.protocol.messages import encode_request
 from logbroker.protocol.records import CRC, NewRecord, build_batch, decode_records
-from logbroker.testing.process import LOOPBACK, BrokerProcess
+from logbroker_devtools.client.connection import Connection, KafkaClient, fetch_request
+from logbroker_devtools.testing.process import LOOPBACK, BrokerProcess
 from support import log_since, log_size
 
 pytestmark = pytest.mark.timeout(120)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from logbroker import bench
+from logbroker_devtools import bench
 
 
 def _quiet_console() -> Console:
@@ -231,7 +231,7 @@ def test_procstat_finds_the_process_listening_on_a_port() -> None:
     import os
     import socket
 
-    from logbroker.bench.procstat import BrokerView, cpu_seconds
+    from logbroker_devtools.bench.procstat import BrokerView, cpu_seconds
 
     with socket.socket() as srv:
         srv.bind(("127.0.0.1", 0))
@@ -251,8 +251,8 @@ def test_bench_broker_runs_in_a_session_of_its_own(logbroker_serve_available: No
     gives each broker its group's share, rather than one competing per thread with the load generator."""
     import os
 
-    from logbroker.bench.procstat import BrokerView
-    from logbroker.bench.targets import logbroker_target
+    from logbroker_devtools.bench.procstat import BrokerView
+    from logbroker_devtools.bench.targets import logbroker_target
 
     with logbroker_target().start() as bootstrap:
         view = BrokerView.find(bootstrap)
@@ -262,7 +262,7 @@ def test_bench_broker_runs_in_a_session_of_its_own(logbroker_serve_available: No
 
 
 def test_rounds_combine_into_median_and_best() -> None:
-    from logbroker.bench.driver import _combine_rounds
+    from logbroker_devtools.bench.driver import _combine_rounds
 
     runs = [
         {"status": "ok", "metrics": {"native_produce_1p_MB_per_s": v, "native_produce_1p_cpu_s_per_GB": c}}
@@ -283,7 +283,7 @@ def _native_tools() -> None:
     """The real tools or a skip (a failure under CI): Kafka's perf tools, kcat and Go for the franz-go generator."""
     import shutil
 
-    from logbroker.bench import native
+    from logbroker_devtools.bench import native
     from support import missing_tool
 
     if (why := native.java_tools_missing()) is not None:
@@ -308,8 +308,8 @@ def test_native_workload_reports_broker_cpu_per_gb_and_request(tmp_path: Path, l
     every workload reports the broker's CPU per GB and per request, finite and non-zero (rates are not judged)."""
     import math
 
-    from logbroker.bench.model import NATIVE_WORKLOADS, ONE_PER_REQUEST_WORKLOADS, RECORD_RATE_WORKLOADS
-    from logbroker.bench.native import NativeSizes
+    from logbroker_devtools.bench.model import NATIVE_WORKLOADS, ONE_PER_REQUEST_WORKLOADS, RECORD_RATE_WORKLOADS
+    from logbroker_devtools.bench.native import NativeSizes
 
     _native_tools()
     console = _quiet_console()
@@ -354,7 +354,7 @@ def test_native_workloads_skip_in_one_line_without_their_tools(
 ) -> None:
     """No tools jars, no Go, no built generator, no kcat: the workloads are skipped with the reason, the run
     goes on."""
-    from logbroker.bench.native import NativeSizes
+    from logbroker_devtools.bench.native import NativeSizes
 
     monkeypatch.setenv("LOGBROKER_JARS_DIR", str(tmp_path / "no-jars"))
     monkeypatch.setenv("LOGBROKER_BENCH_CACHE", str(tmp_path / "no-cache"))

@@ -24,9 +24,9 @@ import pytest
 from click.testing import CliRunner
 
 from logbroker.cli import main
-from logbroker.testing.net import free_ports
-from logbroker.testing.peers import KafkaPeer
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.testing.net import free_ports
+from logbroker_devtools.testing.peers import KafkaPeer
+from logbroker_devtools.testing.process import BrokerProcess
 from support import both_targets, eventually, kafka_tool, missing_tool, unique
 
 pytestmark = pytest.mark.timeout(300)
@@ -111,7 +111,7 @@ def secured_kafka(certs: Path, key_password: str | None = KEY_PASSWORD) -> Itera
     """Kafka 4.4 with listeners SASL_PLAINTEXT and SASL_SSL (PLAIN and SCRAM-SHA-256/512 for USERS), SSL
     (client certificate required) and TLS (an SSL listener without client certificates), all on the server
     keystore `logbroker certs init` wrote."""
-    from logbroker.testing import peers
+    from logbroker_devtools.testing import peers
 
     if not peers.java_available():
         missing_tool("java not found (Apache Kafka needs a JVM)")

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from logbroker.client.connection import BrokerError, KafkaClient
 from logbroker.config import ConfigError, load_settings
 from logbroker.protocol.errors import ErrorCode
 from logbroker.protocol.records import NewRecord, build_batch
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.client.connection import BrokerError, KafkaClient
+from logbroker_devtools.testing.process import BrokerProcess
 from support import both_targets, create_topic, target_bootstrap, unique
 
 CLI = [sys.executable, "-m", "logbroker"]
@@ -104,7 +104,7 @@ def test_topics_produce_consume_round_trip(broker: BrokerProcess, topic: str) ->
 
 
 def test_unreachable_broker_is_a_clear_error() -> None:
-    from logbroker.testing.process import free_port
+    from logbroker_devtools.testing.process import free_port
 
     r = run("topics", "list", "-b", f"127.0.0.1:{free_port()}")
     assert r.returncode != 0 and "cannot reach" in r.stderr

@@ -23,7 +23,7 @@ from click.testing import CliRunner, Result
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from logbroker.cli import main
-from logbroker.testing.net import free_ports
+from logbroker_devtools.testing.net import free_ports
 from security_support import KEY_PASSWORD, USERS, SecureBroker, kafka_secure, logbroker_secure, make_certs
 from support import both_targets, eventually, unique
 

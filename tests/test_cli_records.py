@@ -158,7 +158,7 @@ def test_a_refused_record_is_one_line_and_exit_1(target: str) -> None:
 def test_produce_waits_for_a_topic_created_meanwhile(tmp_path: Path) -> None:
     """With auto-create off, records wait (up to --timeout) for someone to create the topic; if nobody does,
     one line says so."""
-    from logbroker.testing.process import BrokerProcess
+    from logbroker_devtools.testing.process import BrokerProcess
 
     broker = BrokerProcess(tmp_path / "data", env={"LOGBROKER_AUTO_CREATE_TOPICS": "false"})
     broker.start()

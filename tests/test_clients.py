@@ -32,10 +32,10 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from logbroker.client.connection import KafkaClient, fetch_request
 from logbroker.protocol.records import BatchHeader, Compression, iter_headers
-from logbroker.testing import peers
-from logbroker.testing.peers import JavaClientTool
+from logbroker_devtools.client.connection import KafkaClient, fetch_request
+from logbroker_devtools.testing import peers
+from logbroker_devtools.testing.peers import JavaClientTool
 from support import TEST_TARGET, missing_tool
 
 TARGET = TEST_TARGET

@@ -10,7 +10,7 @@ import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.testing.process import BrokerProcess
 from support import both_targets, create_topic, kafka_peer, read_topic, unique
 
 pytestmark = pytest.mark.timeout(300)

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import confluent_kafka as ck
 import pytest
 
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.testing.process import BrokerProcess
 from support import both_targets, create_topic, kafka_peer, unique
 
 pytestmark = pytest.mark.timeout(300)

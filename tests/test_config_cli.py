@@ -13,7 +13,7 @@ from logbroker import kafka_properties
 from logbroker.cli import main
 from logbroker.cli.config_cmd import cli_envvars
 from logbroker.config import BrokerSettings, unknown_environment
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.testing.process import BrokerProcess
 from support import eventually
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,9 +13,9 @@ import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
 from kafka.protocol.admin.configs import AlterConfigsRequest, IncrementalAlterConfigsRequest
 
-from logbroker.client.connection import Connection, parse_bootstrap
 from logbroker.protocol.errors import ErrorCode
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.client.connection import Connection, parse_bootstrap
+from logbroker_devtools.testing.process import BrokerProcess
 from support import assert_equal, both_targets, create_topic, eventually, kafka_peer, kafka_tool, read_topic, unique
 
 pytestmark = pytest.mark.timeout(300)

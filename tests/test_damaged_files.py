@@ -29,13 +29,13 @@ from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 
 from logbroker.broker.producer_ids import BLOCK, ProducerIdAllocator, ProducerIdStateError
-from logbroker.client.connection import BrokerError, KafkaClient, fetch_request
 from logbroker.protocol.errors import ErrorCode
 from logbroker.protocol.records import NewRecord, build_batch, decode_batch
 from logbroker.storage import LogConfig, LogManager, TopicMeta
 from logbroker.storage.internal import InternalLog
 from logbroker.storage.manager import TopicError
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.client.connection import BrokerError, KafkaClient, fetch_request
+from logbroker_devtools.testing.process import BrokerProcess
 from support import both_targets, flip, kafka_peer, log_since, log_size, missing_tool, read_topic, unique
 
 pytestmark = pytest.mark.timeout(180)

@@ -20,7 +20,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
-from logbroker.testing.net import free_port
+from logbroker_devtools.testing.net import free_port
 from support import eventually, unique
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import confluent_kafka as ck
 
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.testing.process import BrokerProcess
 from support import data_end
 
 

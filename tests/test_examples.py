@@ -16,7 +16,7 @@ import pytest
 import yaml
 from confluent_kafka import Producer
 
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.testing.process import BrokerProcess
 from support import spark_session
 
 if TYPE_CHECKING:

@@ -11,9 +11,9 @@ from typing import Any
 
 import confluent_kafka as ck
 
-from logbroker.client.connection import Connection, fetch_request
 from logbroker.protocol.records import decode_records
-from logbroker.testing.process import LOOPBACK, BrokerProcess
+from logbroker_devtools.client.connection import Connection, fetch_request
+from logbroker_devtools.testing.process import LOOPBACK, BrokerProcess
 
 
 def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:

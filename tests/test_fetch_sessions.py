@@ -17,7 +17,7 @@ import pytest
 
 from logbroker.protocol import ApiKey, api
 from logbroker.protocol import ErrorCode as E
-from logbroker.testing.process import LOOPBACK, BrokerProcess, free_port
+from logbroker_devtools.testing.process import LOOPBACK, BrokerProcess, free_port
 from support import Wire, both_targets, create_topic, java_client_tool, kafka_peer, target_bootstrap, unique
 
 pytestmark = pytest.mark.timeout(240)

@@ -21,13 +21,13 @@ from confluent_kafka.admin import AdminClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from logbroker.client.connection import Connection, fetch_request
 from logbroker.protocol import ApiKey, api
 from logbroker.protocol.fetch_response import encode_fetch_frame
 from logbroker.protocol.messages import encode_response_frame
 from logbroker.protocol.records import decode_records
 from logbroker.storage.segment import FileRange
-from logbroker.testing.process import LOOPBACK, BrokerProcess
+from logbroker_devtools.client.connection import Connection, fetch_request
+from logbroker_devtools.testing.process import LOOPBACK, BrokerProcess
 from support import both_targets, create_topic, eventually, kafka_peer
 
 R = api(ApiKey.Fetch).response

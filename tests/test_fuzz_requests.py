@@ -1,6 +1,6 @@
 """Property tests over every request type the broker serves, against real brokers over real sockets.
 
-For each API in `served_apis()` three kinds of frames (`logbroker.testing.fuzz`, built from the API's schema):
+For each API in `served_apis()` three kinds of frames (`logbroker_devtools.testing.fuzz`, built from the API's schema):
 well-formed requests with edge-leaning values in every served version, the same frames mutated (bit flips,
 truncations, length fields set to -1/huge, inserted and deleted bytes, varint runs, another API's key), and
 garbage. Every frame is followed on its connection by an ApiVersions v0 (the sentinel). The property: the
@@ -26,14 +26,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from logbroker.broker.handlers import served_apis
-from logbroker.client.connection import Connection, KafkaClient
 from logbroker.protocol import ApiKey, ApiSpec, api
 from logbroker.protocol.errors import ErrorCode
 from logbroker.protocol.produce import decode_produce
 from logbroker.protocol.records import NewRecord, build_batch
-from logbroker.testing import fuzz
-from logbroker.testing.fuzz import Names, Outcome, Prober, RequestBuilder
-from logbroker.testing.process import LOOPBACK, BrokerProcess
+from logbroker_devtools.client.connection import Connection, KafkaClient
+from logbroker_devtools.testing import fuzz
+from logbroker_devtools.testing.fuzz import Names, Outcome, Prober, RequestBuilder
+from logbroker_devtools.testing.process import LOOPBACK, BrokerProcess
 from support import both_targets, create_topic, kafka_peer
 
 pytestmark = pytest.mark.timeout(300)

@@ -32,11 +32,11 @@ from kafka.protocol.consumer import (
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 from kafka.protocol.metadata import FindCoordinatorRequest
 
-from logbroker.client.connection import Connection, _spec_for, parse_bootstrap
 from logbroker.protocol.errors import ErrorCode as E
 from logbroker.protocol.kip848 import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
 from logbroker.protocol.messages import encode_request
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.client.connection import Connection, _spec_for, parse_bootstrap
+from logbroker_devtools.testing.process import BrokerProcess
 from support import both_targets, create_topic, eventually, kafka_peer, unique
 
 pytestmark = pytest.mark.timeout(180)

@@ -1,7 +1,7 @@
 """Consumer groups with real clients: confluent-kafka (librdkafka), kafka-python 3.x, aiokafka and the official
 Java client (``ClientTool group-consume``), each member in a process of its own (tests/group_worker.py) so that a
 crash is a real SIGKILL; and the error codes clients act on, asserted exactly at the protocol level with
-``logbroker.client.Connection``.
+``logbroker_devtools.client.Connection``.
 
 The broker under test is logbroker (the session's shared ``broker``; ``fresh_broker`` for restarts). Set
 ``LOGBROKER_TEST_TARGET=kafka`` to run the very same tests against Apache Kafka 4.4 (``KafkaPeer``, with
@@ -46,11 +46,11 @@ from kafka.protocol.consumer import (
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 from kafka.protocol.metadata import FindCoordinatorRequest
 
-from logbroker.client.connection import Connection, parse_bootstrap
 from logbroker.protocol.errors import ErrorCode as E
-from logbroker.testing import peers
-from logbroker.testing.peers import JavaClientTool, KafkaPeer
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.client.connection import Connection, parse_bootstrap
+from logbroker_devtools.testing import peers
+from logbroker_devtools.testing.peers import JavaClientTool, KafkaPeer
+from logbroker_devtools.testing.process import BrokerProcess
 from support import missing_tool
 
 WORKER = Path(__file__).with_name("group_worker.py")

@@ -5,7 +5,7 @@ must then report what the broker and librdkafka agree on, and offsets it resets 
 of the group reads back with committed().
 
 The broker is the shared `broker` fixture. LOGBROKER_TEST_TARGET=kafka runs the same tests against Apache
-Kafka (logbroker.testing.peers.KafkaPeer, jars in .ci/cache/jars/kafka) to show the tool works on a real Kafka.
+Kafka (logbroker_devtools.testing.peers.KafkaPeer, jars in .ci/cache/jars/kafka) to show the tool works on a real Kafka.
 """
 
 from __future__ import annotations

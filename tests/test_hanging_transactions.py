@@ -20,7 +20,7 @@ import pytest
 
 from logbroker.protocol import ApiKey, api
 from logbroker.protocol.records import TRANSACTIONAL_FLAG, NewRecord, build_batch
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.testing.process import BrokerProcess
 from support import Wire, both_targets, create_topic, eventually, kafka_peer, kafka_tool, unique
 
 pytestmark = pytest.mark.timeout(300)

@@ -23,7 +23,7 @@ from logbroker.mq import KafkaConfig, MessageTooLarge, MQConfig, MQError, TopicN
 from logbroker.mq.client import _kafka_error as _mq_error
 from logbroker.notify import KafkaOptions, parse_url
 from logbroker.streams import StreamsConfig
-from logbroker.testing.peers import free_port
+from logbroker_devtools.testing.peers import free_port
 from support import unique
 
 

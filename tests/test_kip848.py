@@ -10,10 +10,10 @@ import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
-from logbroker.client import Connection
 from logbroker.protocol.errors import ErrorCode
 from logbroker.protocol.kip848 import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.client import Connection
+from logbroker_devtools.testing.process import BrokerProcess
 from support import both_targets, target_bootstrap, unique
 
 

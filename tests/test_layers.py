@@ -1,8 +1,9 @@
 """Layering rules, checked on the import graph of the installed package.
 
-Tooling (``logbroker.testing``: broker processes and reference peers; ``logbroker.bench``: the
-benchmark) serves tests and benchmarks; product code never imports it at module level, and the only
-product module that may load it at all is the ``logbroker bench`` command, inside its function.
+Tooling lives in its own distribution, ``logbroker-devtools`` (``devtools/``): ``logbroker_devtools.testing``
+(broker processes, reference peers, fuzzing), ``.bench`` (the benchmark) and ``.client`` (the protocol test
+client). Product code never imports it at module level; the only product module that may load it at all is
+the ``logbroker bench`` command, inside its function; and the product wheel holds none of it.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ import logbroker
 
 PACKAGE = "logbroker"
 PACKAGE_DIR = Path(logbroker.__file__).resolve().parent
-TOOLING = ("logbroker.testing", "logbroker.bench")
+TOOLING = ("logbroker_devtools",)
 # Product modules allowed to import tooling, and only inside a function (lazily).
-LAZY_TOOLING_IMPORTERS = {"logbroker.cli.bench": {"logbroker.bench"}}
+LAZY_TOOLING_IMPORTERS = {"logbroker.cli.bench": {"logbroker_devtools.bench"}}
 
 
 def _is_under(module: str, packages: tuple[str, ...] | set[str]) -> bool:
@@ -81,7 +82,7 @@ def imported_modules(module: str) -> list[tuple[str, bool]]:
                     anchor = package.split(".")[: len(package.split(".")) - child.level + 1]
                     base = ".".join([*anchor, base] if base else anchor)
                 found.append((base, in_function))
-                # `from logbroker import bench` imports the submodule logbroker.bench.
+                # `from logbroker_devtools import bench` imports the submodule logbroker_devtools.bench.
                 found.extend((f"{base}.{alias.name}", in_function) for alias in child.names)
             visit(child, nested)
 
@@ -89,12 +90,37 @@ def imported_modules(module: str) -> list[tuple[str, bool]]:
     return found
 
 
-def test_the_walk_finds_product_and_tooling_modules() -> None:
+def test_the_walk_finds_the_product_and_no_tooling_in_it() -> None:
     modules = all_modules()
     for expected in ("logbroker.cli", "logbroker.cli.bench", "logbroker.jars", "logbroker.spark.session",
-                     "logbroker.testing.peers", "logbroker.bench.driver"):  # fmt: skip
+                     "logbroker.broker.seams", "logbroker.addresses"):  # fmt: skip
         assert expected in modules
-    assert not any(_is_under(m, TOOLING) for m in product_modules())
+    for gone in ("logbroker.testing", "logbroker.bench", "logbroker.client"):
+        assert not any(_is_under(m, (gone,)) for m in modules), f"{gone} is tooling: it lives in devtools/"
+    assert product_modules() == modules
+
+
+def test_the_product_wheel_holds_no_tooling(tmp_path: Path) -> None:
+    """`pip install logbroker` installs the broker, the faces and the CLI only."""
+    import zipfile
+
+    root = PACKAGE_DIR.parents[1]
+    if not (root / "pyproject.toml").is_file():
+        import pytest
+
+        pytest.skip("not a source checkout")
+    run = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path),
+         str(root)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    [wheel] = tmp_path.glob("logbroker-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "logbroker/broker/server.py" in names and "logbroker/cli/__init__.py" in names
+    tooling = [n for n in names if n.startswith(("logbroker/testing/", "logbroker/bench/", "logbroker/client/",
+                                                 "logbroker_devtools/")) or n.endswith(".go")]  # fmt: skip
+    assert not tooling, tooling
 
 
 def test_importing_product_modules_loads_no_tooling() -> None:
@@ -137,17 +163,17 @@ def test_only_the_bench_command_imports_tooling_and_only_lazily() -> None:
 
 
 def test_the_bench_command_loads_the_benchmark_when_it_runs() -> None:
-    """The lazy import is real: `logbroker bench` with a bad option value reaches logbroker.bench."""
+    """The lazy import is real: `logbroker bench` with a bad option value reaches logbroker_devtools.bench."""
     result = run_python(
         """
         import sys
         from click.testing import CliRunner
         from logbroker.cli import main
 
-        assert "logbroker.bench" not in sys.modules
+        assert "logbroker_devtools.bench" not in sys.modules
         r = CliRunner().invoke(main, ["bench", "--targets", "nope"])
         assert r.exit_code == 2 and "unknown target" in r.output, r.output
-        assert "logbroker.bench" in sys.modules
+        assert "logbroker_devtools.bench" in sys.modules
         print("ok")
         """
     )

@@ -14,11 +14,11 @@ import pytest
 
 from logbroker.broker.auth.authenticator import parse_plain_users
 from logbroker.broker.auth.tls import PrincipalMapper
-from logbroker.client.connection import Connection
 from logbroker.config import load_settings
 from logbroker.protocol import ApiKey, api
-from logbroker.testing.net import free_ports
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.client.connection import Connection
+from logbroker_devtools.testing.net import free_ports
+from logbroker_devtools.testing.process import BrokerProcess
 from support import both_targets, eventually
 
 pytestmark = pytest.mark.timeout(180)
@@ -31,7 +31,7 @@ FindCoordinator = api(ApiKey.FindCoordinator).request
 def two_listeners(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, int]]:
     """A broker with PLAINTEXT and a second PLAINTEXT listener named INTERNAL: {listener name: port}."""
     if request.param == "kafka":
-        from logbroker.testing.peers import KafkaPeer
+        from logbroker_devtools.testing.peers import KafkaPeer
 
         with KafkaPeer(listeners={"INTERNAL": "PLAINTEXT"}) as peer:
             yield {"PLAINTEXT": peer.port, "INTERNAL": int(peer.listener_bootstrap("INTERNAL").rsplit(":", 1)[1])}

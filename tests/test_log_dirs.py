@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from logbroker.client.connection import BrokerError, Connection, KafkaClient, parse_bootstrap
 from logbroker.protocol import ApiKey, api
 from logbroker.protocol.errors import ErrorCode
 from logbroker.protocol.records import NewRecord, build_batch
+from logbroker_devtools.client.connection import BrokerError, Connection, KafkaClient, parse_bootstrap
 from support import both_targets, java_client_tool, kafka_tool, target_bootstrap, unique
 
 pytestmark = pytest.mark.timeout(300)

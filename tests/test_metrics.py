@@ -28,7 +28,7 @@ from logbroker.protocol import ApiKey, api
 from logbroker.protocol.apis import ApiSpec
 from logbroker.protocol.messages import decode_response, encode_request
 from logbroker.protocol.records import NewRecord, build_batch
-from logbroker.testing.process import LOOPBACK, BrokerProcess, free_port
+from logbroker_devtools.testing.process import LOOPBACK, BrokerProcess, free_port
 from support import Wire, create_topic, data_end, eventually, log_since, log_size, read_topic, unique
 
 DASHBOARD = Path(__file__).parent.parent / "examples" / "grafana" / "logbroker-dashboard.json"

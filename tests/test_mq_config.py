@@ -55,6 +55,16 @@ def test_invalid_config_names_the_key(data: dict[str, object], key: str) -> None
     assert msg.split(":")[0] == key and "hunter2" not in msg and "\n" not in msg
 
 
+def test_environment_names_are_checked_and_nest() -> None:
+    with pytest.raises(MQConfigError, match=r"^mq\.bogus: no such setting \(LOGBROKER_MQ_BOGUS\)"):
+        load_config(env={"LOGBROKER_MQ_BOGUS": "1"})
+    cfg = load_config(env={"LOGBROKER_MQ_TYPE": "kafka", "LOGBROKER_MQ_KAFKA__BOOTSTRAP_SERVERS": "h:1",
+                           "LOGBROKER_MQ_KAFKA__SASL__USERNAME": "u", "LOGBROKER_MQ_KAFKA__SASL__PASSWORD": "p",
+                           "LOGBROKER_MQ_EMBEDDED__LISTEN": "127.0.0.1:9"})  # fmt: skip
+    assert cfg.kafka is not None and cfg.kafka.sasl is not None and cfg.kafka.sasl.username == "u"
+    assert cfg.embedded.listen == "127.0.0.1:9"
+
+
 def test_passthrough_warns_and_hides_credentials(caplog: pytest.LogCaptureFixture) -> None:
     cfg = load_config(env={}, type="kafka", kafka={
         "bootstrap_servers": "127.0.0.1:1", "sasl": {"username": "u", "password": "hunter2"},

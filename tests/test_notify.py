@@ -30,7 +30,7 @@ from logbroker.notify import (
     parse_url,
     stop_embedded,
 )
-from logbroker.testing.peers import KafkaPeer, free_port, jars_available, java_available
+from logbroker_devtools.testing.peers import KafkaPeer, free_port, jars_available, java_available
 from security_support import KEY_PASSWORD
 
 BACKENDS = ["embedded", "kafka"]
@@ -104,8 +104,8 @@ class SecuredLogbroker:
     from a file, SCRAM users made with the admin API) and SSL with client certificates required."""
 
     def __init__(self, data: Path, certs: dict[str, Path]) -> None:
-        from logbroker.testing.net import free_ports
-        from logbroker.testing.process import BrokerProcess
+        from logbroker_devtools.testing.net import free_ports
+        from logbroker_devtools.testing.process import BrokerProcess
 
         self.ports = dict(zip(("PLAINTEXT", "SASL_PLAINTEXT", "SSL"), free_ports(3), strict=True))
         users = data.parent / "plain-users.txt"

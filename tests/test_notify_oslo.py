@@ -204,7 +204,7 @@ def test_requeue_with_at_least_once(bootstrap: str) -> None:
 
 
 def test_send_failure_raises_not_dropped() -> None:
-    from logbroker.testing.peers import free_port
+    from logbroker_devtools.testing.peers import free_port
 
     conf = cfg.ConfigOpts()
     conf([])

@@ -14,11 +14,11 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from logbroker.client.connection import Connection
 from logbroker.protocol import ApiKey, api
 from logbroker.protocol.errors import ErrorCode
-from logbroker.testing.net import free_ports
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.client.connection import Connection
+from logbroker_devtools.testing.net import free_ports
+from logbroker_devtools.testing.process import BrokerProcess
 from support import both_targets
 
 pytestmark = pytest.mark.timeout(180)
@@ -31,7 +31,7 @@ Authenticate = api(ApiKey.SaslAuthenticate).request
 def oauth_bootstrap(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A SASL_PLAINTEXT listener offering OAUTHBEARER with the default (unsecured) token validation."""
     if request.param == "kafka":
-        from logbroker.testing.peers import KafkaPeer
+        from logbroker_devtools.testing.peers import KafkaPeer
 
         props = {
             "sasl.enabled.mechanisms": "OAUTHBEARER",

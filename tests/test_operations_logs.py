@@ -36,7 +36,7 @@ from confluent_kafka.admin import (
 from logbroker.broker.logfilter import RepeatFilter
 from logbroker.broker.loggers import setup
 from logbroker.config import STANDARD_AUTHORIZER
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.testing.process import BrokerProcess
 from security_support import KEY_PASSWORD, USERS, SecureBroker, client_config, logbroker_secure, make_certs
 from support import eventually, unique
 

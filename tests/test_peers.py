@@ -19,8 +19,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from logbroker.testing import peers
-from logbroker.testing.peers import JavaClientTool, KafkaCluster, KafkaPeer, PeerError, TansuPeer
+from logbroker_devtools.testing import peers
+from logbroker_devtools.testing.peers import JavaClientTool, KafkaCluster, KafkaPeer, PeerError, TansuPeer
 from support import missing_tool
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -195,7 +195,7 @@ def test_peer_dies_with_its_owner() -> None:
     require_tansu()
     script = (
         "import sys, time\n"
-        "from logbroker.testing.peers import TansuPeer\n"
+        "from logbroker_devtools.testing.peers import TansuPeer\n"
         "p = TansuPeer().start()\n"
         "print(p.pids[0], p.workdir, flush=True)\n"
         "time.sleep(60)\n"
@@ -364,7 +364,7 @@ def test_ports_come_from_the_workers_block_and_skip_a_listening_one(monkeypatch:
     one something already listens on; a malformed block is refused by name."""
     import socket
 
-    from logbroker.testing import net
+    from logbroker_devtools.testing import net
 
     # Five free ports between the workers' blocks (20000-31999) and the kernel's ephemeral range (32768+).
     lo = next(p for p in range(32000 + os.getpid() % 700, 32760) if all(net._bindable(net.LOOPBACK, p + i)

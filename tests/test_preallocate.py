@@ -13,7 +13,7 @@ import pytest
 from logbroker.protocol.records import NewRecord, build_batch, decode_records, validate_produce
 from logbroker.storage import LogConfig, PartitionLog
 from logbroker.storage.segment import RESERVE_AFTER
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.testing.process import BrokerProcess
 from support import create_topic, data_end, read_topic
 
 RESERVE = 64 << 10

@@ -1,6 +1,6 @@
 """Produce validation answered exactly as Apache Kafka 4.4 answers it, and nothing stored when refused.
 
-Every case is a raw Produce request (logbroker.client.connection.Connection) carrying a hand-made batch:
+Every case is a raw Produce request (logbroker_devtools.client.connection.Connection) carrying a hand-made batch:
 `protocol/records.build_batch`'s header, the records section replaced or fields patched, the CRC32C
 recomputed. Each runs against the shared logbroker and against a real Kafka 4.4 with the same assertion:
 Kafka's error code, its log start offset (-1 where Kafka fails the request before the log), the records
@@ -24,7 +24,6 @@ from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from logbroker.client.connection import Connection, ListOffsetsRequest, ProduceRequest, fetch_request
 from logbroker.protocol.errors import ErrorCode
 from logbroker.protocol.records import (
     ATTRIBUTES,
@@ -47,7 +46,8 @@ from logbroker.protocol.records import (
     write_varint,
 )
 from logbroker.protocol.validate import validate_batch
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.client.connection import Connection, ListOffsetsRequest, ProduceRequest, fetch_request
+from logbroker_devtools.testing.process import BrokerProcess
 from support import both_targets, create_topic, kafka_peer, read_topic, unique
 
 pytestmark = pytest.mark.timeout(300)

@@ -22,12 +22,12 @@ from kafka.protocol.admin import CreatePartitionsRequest, CreateTopicsRequest, D
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
-from logbroker.client.connection import Connection, fetch_request, parse_bootstrap
 from logbroker.protocol.apis import ApiSpec, api
 from logbroker.protocol.errors import ErrorCode
 from logbroker.protocol.messages import decode_response, encode_request
 from logbroker.protocol.records import NewRecord, build_batch
-from logbroker.testing.process import LOOPBACK, BrokerProcess
+from logbroker_devtools.client.connection import Connection, fetch_request, parse_bootstrap
+from logbroker_devtools.testing.process import LOOPBACK, BrokerProcess
 from support import both_targets, kafka_peer, unique
 
 pytestmark = pytest.mark.timeout(300)

@@ -24,10 +24,10 @@ from kafka.net.sasl.scram import ScramClient as KafkaPythonScram
 
 from logbroker.broker.auth.sasl import ScramServer
 from logbroker.broker.auth.users import UserStore
-from logbroker.client.connection import Connection, parse_bootstrap
 from logbroker.protocol import ApiKey, api
 from logbroker.protocol.errors import ErrorCode
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.client.connection import Connection, parse_bootstrap
+from logbroker_devtools.testing.process import BrokerProcess
 from support import both_targets, target_bootstrap
 
 pytestmark = pytest.mark.timeout(120)

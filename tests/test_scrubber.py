@@ -20,8 +20,8 @@ from logbroker.protocol.records import LOG_OVERHEAD, NewRecord, build_batch, dec
 from logbroker.storage import LogConfig, PartitionLog
 from logbroker.storage import compaction as c
 from logbroker.storage.segment import Scrub, scrub_part
-from logbroker.testing.net import free_ports
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.testing.net import free_ports
+from logbroker_devtools.testing.process import BrokerProcess
 from support import create_topic, unique
 from support import flip as _flip
 

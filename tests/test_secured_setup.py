@@ -20,8 +20,8 @@ from click.testing import CliRunner
 
 from logbroker.cli import main
 from logbroker.cli.certs import PRINCIPAL_RULES
-from logbroker.testing.net import free_ports
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.testing.net import free_ports
+from logbroker_devtools.testing.process import BrokerProcess
 from support import both_targets, eventually, missing_tool, unique
 
 pytestmark = pytest.mark.timeout(300)
@@ -47,7 +47,7 @@ class Setup:
 
 
 def _kafka(d: Path) -> Any:
-    from logbroker.testing import peers
+    from logbroker_devtools.testing import peers
 
     if not peers.java_available() or not peers.jars_available("kafka"):
         missing_tool("Apache Kafka needs java and its jars (run .ci/fetch-jars)")

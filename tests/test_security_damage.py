@@ -15,8 +15,8 @@ from click.testing import CliRunner
 
 from logbroker.cli import main
 from logbroker.protocol.records import HEADER_SIZE, parse_header
-from logbroker.testing.net import free_ports
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.testing.net import free_ports
+from logbroker_devtools.testing.process import BrokerProcess
 from support import PLAIN_LOGIN_MODULE, STANDARD_AUTHORIZER, eventually, unique
 
 pytestmark = pytest.mark.timeout(300)

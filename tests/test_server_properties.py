@@ -20,7 +20,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from logbroker.config import ConfigError, FsyncPolicy, load_settings
-from logbroker.testing.process import BrokerProcess, free_port
+from logbroker_devtools.testing.process import BrokerProcess, free_port
 from support import create_topic, kafka_peer, unique
 
 pytestmark = pytest.mark.timeout(300)

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.testing.process import BrokerProcess
 from support import both_targets, create_topic, eventually, kafka_peer, unique
 
 ck = pytest.importorskip("confluent_kafka")

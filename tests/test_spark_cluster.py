@@ -23,7 +23,7 @@ from support import create_topic as create_named_topic
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from logbroker.testing.spark_cluster import SparkStandalone
+    from logbroker_devtools.testing.spark_cluster import SparkStandalone
 
 pytestmark = pytest.mark.spark
 
@@ -33,7 +33,7 @@ T0 = int(time.time()) * 1000 - 3_600_000
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[SparkStandalone]:
     require_spark()
-    from logbroker.testing.spark_cluster import SparkStandalone
+    from logbroker_devtools.testing.spark_cluster import SparkStandalone
 
     with SparkStandalone(workers=2, worker_memory="1536m") as c:
         yield c

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME, Producer
 
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.testing.process import BrokerProcess
 from support import both_targets, kafka_peer, read_topic, spark_session, unique
 from support import create_topic as create_named_topic
 

@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from logbroker.cli import main
-from logbroker.testing.net import free_ports
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.testing.net import free_ports
+from logbroker_devtools.testing.process import BrokerProcess
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -39,10 +39,10 @@ from kafka.protocol.producer import (
     TxnOffsetCommitRequest,
 )
 
-from logbroker.client.connection import Connection, fetch_request, parse_bootstrap
 from logbroker.protocol.errors import ErrorCode
 from logbroker.protocol.records import TRANSACTIONAL_FLAG, NewRecord, build_batch
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.client.connection import Connection, fetch_request, parse_bootstrap
+from logbroker_devtools.testing.process import BrokerProcess
 from support import assert_equal, both_targets, create_topic, eventually, kafka_tool, missing_tool, unique
 
 pytestmark = pytest.mark.timeout(180)
@@ -79,7 +79,7 @@ def transactional_broker(kind: str, data_dir: Path) -> Iterator[Target]:
         with BrokerProcess(data_dir, env=dict(LOGBROKER_ENV)) as proc:
             yield Target(kind, proc.bootstrap, proc)
         return
-    from logbroker.testing import peers
+    from logbroker_devtools.testing import peers
 
     if not peers.java_available():
         missing_tool("java not found (Apache Kafka needs a JVM)")

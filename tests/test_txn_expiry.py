@@ -12,10 +12,10 @@ from pathlib import Path
 import confluent_kafka as ck
 import pytest
 
-from logbroker.client.connection import Connection, parse_bootstrap
 from logbroker.protocol import ApiKey, api
 from logbroker.protocol.errors import ErrorCode
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.client.connection import Connection, parse_bootstrap
+from logbroker_devtools.testing.process import BrokerProcess
 from support import both_targets, create_topic, missing_tool
 
 pytestmark = pytest.mark.timeout(180)
@@ -32,7 +32,7 @@ def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str
         with BrokerProcess(tmp_path / "data", env=env) as proc:
             yield proc.bootstrap, proc
         return
-    from logbroker.testing import peers
+    from logbroker_devtools.testing import peers
 
     if not (peers.java_available() and peers.jars_available("kafka")):
         missing_tool("Apache Kafka (java and .ci/fetch-jars) is needed for the kafka target")

@@ -20,8 +20,8 @@ from kafka.protocol.consumer.group import OffsetFetchRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka.protocol.producer import AddOffsetsToTxnRequest, TxnOffsetCommitRequest
 
-from logbroker.client.connection import Connection
 from logbroker.protocol.errors import ErrorCode
+from logbroker_devtools.client.connection import Connection
 from support import assert_equal, both_targets, create_topic, eventually, unique
 from test_transactions import Target, _join_group, end_txn, init_pid, raw_conn, retried, transactional_broker
 

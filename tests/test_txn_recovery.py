@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from logbroker.broker.txn import TxnMeta, TxnState, TxnStore
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.testing.process import BrokerProcess
 
 pytestmark = pytest.mark.timeout(180)
 

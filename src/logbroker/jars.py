@@ -1,5 +1,5 @@
 """Where Java and the Maven jars are: the Spark face needs them at session start, the test peers
-(``logbroker.testing.peers``) to launch Apache Kafka and the Java client.
+(``logbroker_devtools.testing.peers``) to launch Apache Kafka and the Java client.
 
 ``.ci/fetch-jars`` resolves jars into ``<repo>/.ci/cache/jars/<kind>`` (kinds ``kafka``, ``clients``, ``tools``,
 ``spark``); ``$LOGBROKER_JARS_DIR/<kind>`` wins so CI caches and installed packages can point

@@ -1,8 +1,8 @@
 """The `logbroker` command: one module per command group.
 
 `serve` (the broker), `config` (its settings), `topics`, `produce`/`consume` (`records`), `groups`, `users`, `certs`,
-`bench` (which loads the `logbroker.bench` tooling only when it runs) and, loaded on use because of their optional
-dependencies, `demo` and `pipeline` (`logbroker.spark.cli`).
+`bench` (which loads the `logbroker_devtools.bench` tooling only when it runs) and, loaded on use because of
+their optional dependencies, `demo` and `pipeline` (`logbroker.spark.cli`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`logbroker bench`. The benchmark itself is tooling (`logbroker.bench`), loaded only when the command runs."""
+"""`logbroker bench`. The benchmark is tooling (`logbroker_devtools.bench`), loaded only when the command runs."""
 
 from __future__ import annotations
 
@@ -74,7 +74,13 @@ def bench(
 ) -> None:
     """Throughput, acks=all latency, consumer groups, transactions and native-client load with the broker's CPU
     cost, logbroker and its peers side by side."""
-    from logbroker.bench import cluster_target, parse_targets, parse_workloads, run_bench
+    try:
+        from logbroker_devtools.bench import cluster_target, parse_targets, parse_workloads, run_bench
+    except ImportError:
+        raise click.ClickException(
+            "the benchmark is tooling, not installed with the broker: pip install 'logbroker[bench]' "
+            "(from a checkout: pip install -e ./devtools)"
+        ) from None
 
     if security is not None and bootstrap is None:
         raise click.UsageError("security options apply to --bootstrap (a running cluster); the started brokers "

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict, YamlConfigSettingsSource
 
 from logbroker._kafka import KafkaSettings, implied_protocol
 from logbroker.mq.errors import MQConfigError
@@ -126,19 +127,55 @@ class MQConfig(_Model):
         )
 
 
+class _Sources(BaseSettings):
+    """MQConfig's top-level keys as raw values and trees, read by pydantic-settings from ``LOGBROKER_MQ_*``
+    (``__`` nests) and YAML; `MQConfig` validates the merged result, so every error names its key alike."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="ignore")
+
+    type: str | None = None
+    embedded: dict[str, Any] | None = None
+    kafka: dict[str, Any] | None = None
+    auto_create_topics: str | None = None
+    num_partitions: str | None = None
+    ack_commit: str | None = None
+    commit_interval_ms: str | None = None
+    request_timeout_s: str | None = None
+
+
+class _Environment(EnvSettingsSource):
+    """The environment source over a given mapping (tests and embedders pass their own)."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self._env = env
+        super().__init__(_Sources)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return {k.lower(): v for k, v in self._env.items()}
+
+
 def _env_tree(env: Mapping[str, str]) -> dict[str, Any]:
-    tree: dict[str, Any] = {}
-    for name, value in env.items():
-        if not name.startswith(ENV_PREFIX):
-            continue
-        path = name[len(ENV_PREFIX) :].lower().split("__")
-        if len(path) >= 3 and path[0] == "kafka" and path[1] in ("producer", "consumer"):
-            path = [*path[:2], ".".join(path[2:]).replace("_", ".")]
-        node = tree
-        for part in path[:-1]:
-            node = node.setdefault(part, {})
-        node[path[-1]] = value
+    unknown = sorted(n[len(ENV_PREFIX) :].lower().split("__")[0] for n in env if n.startswith(ENV_PREFIX))
+    if bad := [n for n in unknown if n not in _Sources.model_fields]:
+        raise MQConfigError(f"mq.{bad[0]}: no such setting ({ENV_PREFIX}{bad[0].upper()})")
+    tree = _Environment(env)()
+    for section in ("producer", "consumer"):  # librdkafka's names have dots where variables have `_`
+        kafka = tree.get("kafka")
+        if isinstance(kafka, dict) and isinstance(kafka.get(section), dict):
+            kafka[section] = {k.replace("_", "."): v for k, v in kafka[section].items()}
     return tree
+
+
+def _yaml_tree(path: str | os.PathLike[str]) -> dict[str, Any]:
+    if not Path(path).is_file():
+        raise MQConfigError(f"cannot read mq config {path}: no such file")
+    try:
+        loaded = YamlConfigSettingsSource(_Sources, yaml_file=path)()
+    except (OSError, yaml.YAMLError, ValueError) as exc:
+        raise MQConfigError(f"cannot read mq config {path}: {exc}") from exc
+    if not isinstance(loaded, dict):
+        raise MQConfigError(f"{path}: expected a mapping at the top level")
+    return loaded["mq"] if isinstance(loaded.get("mq"), dict) else loaded
 
 
 def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -152,15 +189,7 @@ def load_config(
     path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None, **overrides: Any
 ) -> MQConfig:
     """Defaults < YAML file < environment < keyword overrides; the first bad key is named in one error."""
-    data: dict[str, Any] = {}
-    if path is not None:
-        try:
-            loaded = yaml.safe_load(Path(path).read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise MQConfigError(f"cannot read mq config {path}: {exc}") from exc
-        if not isinstance(loaded, dict):
-            raise MQConfigError(f"{path}: expected a mapping at the top level")
-        data = loaded.get("mq", loaded) if isinstance(loaded.get("mq"), dict) else loaded
+    data = _yaml_tree(path) if path is not None else {}
     data = _merge(data, _env_tree(os.environ if env is None else env))
     data = _merge(data, overrides)
     return validate_config(data)

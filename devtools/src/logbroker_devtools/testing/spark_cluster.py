@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from logbroker.spark.session import SPARK_JAVA_OPTIONS_ENV
-from logbroker.testing.net import LOOPBACK, free_ports
-from logbroker.testing.peers import PeerError, _Peer, _signal_group, _tail
+from logbroker_devtools.testing.net import LOOPBACK, free_ports
+from logbroker_devtools.testing.peers import PeerError, _Peer, _signal_group, _tail
 
 __all__ = ["SparkStandalone"]
 

@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from logbroker.bench.model import READY_TIMEOUT_S, REBALANCE_HEARTBEAT_MS, BenchError
-from logbroker.client.connection import parse_bootstrap
+from logbroker_devtools.bench.model import READY_TIMEOUT_S, REBALANCE_HEARTBEAT_MS, BenchError
+from logbroker_devtools.client.connection import parse_bootstrap
 
 if TYPE_CHECKING:
     from logbroker._kafka.settings import KafkaSettings
 
-_CLIENT_LOGGER = logging.getLogger("logbroker.bench.clients")
+_CLIENT_LOGGER = logging.getLogger("logbroker_devtools.bench.clients")
 _SECURITY: dict[str, dict[str, Any]] = {}  # bootstrap -> librdkafka security settings
 
 

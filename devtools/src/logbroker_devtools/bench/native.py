@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from logbroker.bench.clients import create_topic as create_topic_fn
-from logbroker.bench.model import MB, ONE_PER_REQUEST_WORKLOADS, BenchError
-from logbroker.bench.procstat import BrokerView
+from logbroker_devtools.bench.clients import create_topic as create_topic_fn
+from logbroker_devtools.bench.model import MB, ONE_PER_REQUEST_WORKLOADS, BenchError
+from logbroker_devtools.bench.procstat import BrokerView
 
 LOADGEN_SRC = Path(__file__).with_name("loadgen")
 PRODUCER_PERF = "org.apache.kafka.tools.ProducerPerformance"
@@ -71,7 +71,7 @@ class ToolMissing(Exception):
 
 def java_tools_missing() -> str | None:
     """Why Kafka's perf tools cannot run (None when they can)."""
-    from logbroker.testing.kafka_tools import tools_available
+    from logbroker_devtools.testing.kafka_tools import tools_available
 
     return tools_available()
 
@@ -154,7 +154,7 @@ def _java_env() -> dict[str, str]:
 
 
 def _run_java(main: str, *args: str) -> str:
-    from logbroker.testing.kafka_tools import ToolError, tool_command
+    from logbroker_devtools.testing.kafka_tools import ToolError, tool_command
 
     if (why := java_tools_missing()) is not None:
         raise ToolMissing(why)
@@ -275,8 +275,8 @@ def count_stored_batches(bootstrap: str, line: dict[str, Any]) -> None:
 def stored_batches(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
     """(batches, records) of a partition, read from its start: a broker keeps a producer's batches as they
     arrived, so one batch per record means one record per produce request."""
-    from logbroker.client.connection import Connection, fetch_request, parse_bootstrap
     from logbroker.protocol.records import iter_headers
+    from logbroker_devtools.client.connection import Connection, fetch_request, parse_bootstrap
 
     batches = records = 0
     offset = 0

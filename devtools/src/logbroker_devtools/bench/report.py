@@ -17,8 +17,8 @@ from typing import Any
 import confluent_kafka
 from rich.table import Table
 
-from logbroker.bench.model import METRICS, NATIVE_CONNECTIONS, WORKLOADS, Metric
-from logbroker.bench.native import CONNECTIONS_RECORDS_PER_CLIENT, PIPELINED_RECORDS_FACTOR
+from logbroker_devtools.bench.model import METRICS, NATIVE_CONNECTIONS, WORKLOADS, Metric
+from logbroker_devtools.bench.native import CONNECTIONS_RECORDS_PER_CLIENT, PIPELINED_RECORDS_FACTOR
 
 
 def _pkg_version(name: str) -> str | None:

@@ -578,7 +578,7 @@ def prepare(bootstrap: str, names: Names | None = None) -> Names:
 
 def restore(bootstrap: str, names: Names, records: bool = False, timeout: float = 60.0) -> None:
     """Make sure the known topic and group exist (fuzzed DeleteTopics and DeleteGroups remove them)."""
-    from logbroker.client.connection import BrokerError, KafkaClient
+    from logbroker_devtools.client.connection import BrokerError, KafkaClient
 
     deadline = time.monotonic() + timeout
     with KafkaClient(bootstrap, client_id="fuzz-setup") as client:

@@ -46,7 +46,7 @@ from logbroker.jars import (
     javac_available,
     repo_root,
 )
-from logbroker.testing.net import LOOPBACK, free_port, free_ports
+from logbroker_devtools.testing.net import LOOPBACK, free_port, free_ports
 
 __all__ = [
     "CONTROLLER_USER",

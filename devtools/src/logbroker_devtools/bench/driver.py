@@ -25,7 +25,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from logbroker.bench.clients import (
+from logbroker_devtools.bench.clients import (
     _CLIENT_LOGGER,
     consumer_config,
     create_topic,
@@ -37,7 +37,7 @@ from logbroker.bench.clients import (
     txn_producer_config,
     wait_ready,
 )
-from logbroker.bench.model import (
+from logbroker_devtools.bench.model import (
     ALL_TARGETS,
     CONSUME_BATCH,
     DEFAULT_GROUP_SAMPLES,
@@ -73,10 +73,10 @@ from logbroker.bench.model import (
     parse_targets,
     parse_workloads,
 )
-from logbroker.bench.native import BATCH_PROPS, ONE_PER_REQUEST_PROPS, NativeSizes, run_native, run_scale
-from logbroker.bench.report import _profile_report, _ratios, machine_info, render_table, versions, write_chart
-from logbroker.bench.targets import kafka_target, logbroker_target, tansu_target
-from logbroker.bench.workloads import (
+from logbroker_devtools.bench.native import BATCH_PROPS, ONE_PER_REQUEST_PROPS, NativeSizes, run_native, run_scale
+from logbroker_devtools.bench.report import _profile_report, _ratios, machine_info, render_table, versions, write_chart
+from logbroker_devtools.bench.targets import kafka_target, logbroker_target, tansu_target
+from logbroker_devtools.bench.workloads import (
     ProgressFn,
     TransactionsUnsupported,
     consume_read_committed,

@@ -34,7 +34,7 @@ TXN_RECORDS = 10  # records per transaction
 TXN_RECORD_SIZE = RECORD_SIZES["1KB"]
 TXN_MAX_SECONDS = 60.0  # a slow broker stops early: the rate is what matters, not the count
 
-# Native load generators (``native`` and ``scale`` workloads, ``logbroker.bench.native``).
+# Native load generators (``native`` and ``scale`` workloads, ``logbroker_devtools.bench.native``).
 DEFAULT_NATIVE_RECORDS_1KB = 500_000  # per produce workload (quick: / QUICK_DIVISOR)
 DEFAULT_ONE_PER_REQUEST = 20_000
 NATIVE_PRODUCERS = 4  # concurrent producers of the 8- and 1,000-partition workloads

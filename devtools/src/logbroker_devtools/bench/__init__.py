@@ -33,7 +33,7 @@ Workloads (``--workloads``, all by default):
   record of the aborted one or misses a committed one. A broker without transactions is noted
   ("transactions skipped") and its other numbers stand.
 
-Two more workloads run when named, since they need a JVM or Go (``logbroker.bench.native``): a Python
+Two more workloads run when named, since they need a JVM or Go (``logbroker_devtools.bench.native``): a Python
 client saturates long before the broker does, so here native clients make the load and every rate comes
 with the broker process tree's CPU seconds per GB and per request (``procstat``):
 
@@ -50,7 +50,7 @@ The library entry point is :func:`run_bench`; ``logbroker bench`` and ``benchmar
 are thin wrappers around it. Results land in ``OUT/results.json`` (machine, versions, parameters
 and every number) and ``OUT/results.png``; a rich table is printed at the end.
 
-This package is tooling, like ``logbroker.testing``: no product module imports it; the ``logbroker
+This package is tooling, like ``logbroker_devtools.testing``: no product module imports it; the ``logbroker
 bench`` command loads it when it runs. Modules: ``model`` (metrics, targets, parameters), ``clients``
 (librdkafka settings, topic creation, readiness), ``workloads`` (the measurements), ``native`` and
 ``procstat`` (native load generators, the broker's CPU and memory), ``targets``
@@ -60,9 +60,9 @@ bench`` command loads it when it runs. Modules: ``model`` (metrics, targets, par
 
 from __future__ import annotations
 
-from logbroker.bench.clients import create_topic, wait_ready
-from logbroker.bench.driver import run_bench
-from logbroker.bench.model import (
+from logbroker_devtools.bench.clients import create_topic, wait_ready
+from logbroker_devtools.bench.driver import run_bench
+from logbroker_devtools.bench.model import (
     ALL_TARGETS,
     DEFAULT_WORKLOADS,
     METRICS,
@@ -74,9 +74,9 @@ from logbroker.bench.model import (
     parse_targets,
     parse_workloads,
 )
-from logbroker.bench.report import _ratios, render_table, write_chart  # noqa: F401 - _ratios: tests rate synthetic results
-from logbroker.bench.targets import cluster_target, kafka_target, logbroker_target, tansu_target
-from logbroker.bench.workloads import percentile
+from logbroker_devtools.bench.report import _ratios, render_table, write_chart  # noqa: F401 - _ratios: tests rate synthetic results
+from logbroker_devtools.bench.targets import cluster_target, kafka_target, logbroker_target, tansu_target
+from logbroker_devtools.bench.workloads import percentile
 
 __all__ = [
     "ALL_TARGETS",
