@@ -24,9 +24,16 @@ os.environ.setdefault(SPARK_JAVA_OPTIONS_ENV, "-XX:TieredStopAtLevel=1")
 os.environ.setdefault(PEER_JVM_OPTS_ENV, "-XX:TieredStopAtLevel=1")
 # Each pytest-xdist worker ("gw0", "gw1", ...) hands out loopback ports from a block of its own, below the kernel's
 # ephemeral range (32768+): workers never pick each other's ports, nor a client connection's source port.
-_worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-_index = int(_worker[2:]) if _worker.startswith("gw") and _worker[2:].isdigit() else 0
-os.environ.setdefault(PORT_BLOCK_ENV, f"{20000 + 1500 * (_index % 8)}-{20000 + 1500 * (_index % 8) + 1499}")
+# A worker sets its block even when one is inherited: xdist starts workers with the controller's environment,
+# where this module already set gw0's block (run 14: three workers shared it, and a test restarting its broker
+# found another worker's broker on its port).
+_worker = os.environ.get("PYTEST_XDIST_WORKER")
+_index = int(_worker[2:]) if _worker and _worker.startswith("gw") and _worker[2:].isdigit() else 0
+_block = f"{20000 + 1500 * (_index % 8)}-{20000 + 1500 * (_index % 8) + 1499}"
+if _worker is not None:
+    os.environ[PORT_BLOCK_ENV] = _block
+else:
+    os.environ.setdefault(PORT_BLOCK_ENV, _block)
 
 
 @pytest.fixture(scope="session")

@@ -247,3 +247,25 @@ def test_a_commit_before_the_first_heartbeat_answer_is_refused_then_accepted(boo
         assert _commit(c, topic, 2) == [None]
     finally:
         c.close()
+
+
+def test_offset_delete_of_a_partition_or_topic_that_does_not_exist(bootstrap: str) -> None:
+    """OffsetDelete answers UNKNOWN_TOPIC_OR_PARTITION for a partition or a topic that does not exist, and
+    deletes the others (measured on Kafka 4.4)."""
+    topic = create_topic(bootstrap, unique("od"))
+    group = unique("g-od")
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        assert _commit(c, topic, 1) == [None]
+    finally:
+        c.close()
+    D = api(ApiKey.OffsetDelete).request
+    T = D.OffsetDeleteRequestTopic
+    with Wire(bootstrap, timeout=30) as wire:
+        wire.call(ApiKey.FindCoordinator, 4, key_type=0, coordinator_keys=[group])
+        resp = wire.call(ApiKey.OffsetDelete, 0, D(group_id=group, topics=[
+            T(name=topic, partitions=[T.OffsetDeleteRequestPartition(partition_index=i) for i in (0, 7)]),
+            T(name=unique("no-such"), partitions=[T.OffsetDeleteRequestPartition(partition_index=0)])]))  # fmt: skip
+    assert resp.error_code == 0
+    codes = sorted((t.name == topic, p.partition_index, p.error_code) for t in resp.topics for p in t.partitions)
+    assert codes == [(False, 0, 3), (True, 0, 0), (True, 7, 3)]  # 3: UNKNOWN_TOPIC_OR_PARTITION

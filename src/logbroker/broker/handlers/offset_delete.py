@@ -1,4 +1,5 @@
-"""OffsetDelete (47): drop committed offsets of partitions the group no longer consumes.
+"""OffsetDelete (47): drop committed offsets of partitions the group no longer consumes; a partition that does
+not exist is UNKNOWN_TOPIC_OR_PARTITION.
 
 With an authorizer (as Kafka): DELETE on the group, else a top-level GROUP_AUTHORIZATION_FAILED; then a
 topic without READ is answered TOPIC_AUTHORIZATION_FAILED per partition and kept from the group."""
@@ -33,14 +34,18 @@ async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
             if t.name not in readable
             for p in t.partitions
         }
-    wanted = [
+    # Kafka (measured on 4.4): a partition or topic that does not exist is UNKNOWN_TOPIC_OR_PARTITION, after the
+    # authorization check and without reaching the group.
+    asked = [
         (t.name, p.partition_index) for t in b.topics if readable is None or t.name in readable for p in t.partitions
     ]
+    unknown = {tp: E.UNKNOWN_TOPIC_OR_PARTITION for tp in asked if ctx.topics.log(*tp) is None}
+    wanted = [tp for tp in asked if tp not in unknown]
     try:
         result = await ctx.groups.delete_offsets(b.group_id, wanted)
     except GroupError as exc:
         return R(error_code=int(exc.code), throttle_time_ms=0, topics=[])
     topics: dict[str, list] = {}
-    for (t, p), err in (denied | result).items():
+    for (t, p), err in (denied | unknown | result).items():
         topics.setdefault(t, []).append(TR.OffsetDeleteResponsePartition(partition_index=p, error_code=int(err)))
     return R(error_code=0, throttle_time_ms=0, topics=[TR(name=t, partitions=ps) for t, ps in topics.items()])
