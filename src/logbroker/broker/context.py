@@ -103,7 +103,6 @@ class BrokerContext:
         self._txns: TxnCoordinator | None = None
         self._share: ShareCoordinator | None = None
         self._access: AccessControl | None = None
-        self._stopping = False
         self._producer_expiry: asyncio.Task[None] | None = None
         # Each partition's appends take turns in arrival order: a produce yields between large batches, and
         # pipelined produces must still append in the order they came, partition by partition.
@@ -267,7 +266,6 @@ class BrokerContext:
 
     def begin_stopping(self) -> None:
         """No new waits: long polls answer at once so connections can drain."""
-        self._stopping = True
         self.polls.stop()
 
     async def close(self) -> None:
@@ -316,7 +314,7 @@ class BrokerContext:
 
     @property
     def stopping(self) -> bool:
-        return self._stopping
+        return self.polls.stopping
 
     # ------------------------------------------------------------------ topics
 
@@ -343,7 +341,7 @@ class BrokerContext:
 
     def connection_closed(self, connection_id: int) -> None:
         """A client connection went away: the share sessions it carried end, releasing their records."""
-        if self._share is not None and not self._stopping:
+        if self._share is not None and not self.polls.stopping:
             self._share.connection_closed(connection_id)
 
     @property
