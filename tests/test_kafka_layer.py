@@ -61,7 +61,7 @@ def test_faces_map_the_same_security_onto_the_same_properties(tmp_path: Path) ->
          "ssl": {"ca": ca}}))  # fmt: skip
     mq_conf = _kafka.librdkafka_config(mq.kafka_settings("h:1"))
     opts = KafkaOptions(security_protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-256", ssl_cafile=ca)
-    notify_conf = parse_url("kafka://u:p@h:1", opts).common_config()
+    notify_conf = _kafka.librdkafka_config(parse_url("kafka://u:p@h:1", opts).kafka_settings())
     security = {k: v for k, v in mq_conf.items() if k.startswith(("sasl.", "ssl.", "security."))}
     assert security == {"security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-256", "sasl.username": "u",
                         "sasl.password": "p", "ssl.ca.location": ca}  # fmt: skip
@@ -78,6 +78,24 @@ def test_a_refused_client_setting_is_a_config_error(tmp_path: Path) -> None:
     assert info.value.kind is Kind.CONFIG and "ssl.ca.location" in str(info.value)
     with pytest.raises(_kafka.KafkaLayerError, match=r"no\.such\.property") as info:
         _kafka.new_client(Consumer, {"bootstrap.servers": "127.0.0.1:1", "group.id": "g", "no.such.property": 1})
+    assert info.value.kind is Kind.CONFIG
+
+
+class _FaceConfigError(Exception):
+    pass
+
+
+@pytest.mark.parametrize("build", [_kafka.producer, _kafka.consumer, _kafka.share_consumer, _kafka.admin])
+def test_every_client_kind_is_built_from_settings_and_names_a_refusal_in_the_face_s_terms(
+    build: Any, tmp_path: Path
+) -> None:
+    """The faces build clients only here (test_layers checks that); a refused property reaches the user as the
+    face's own error, naming the property, and without ``refused`` as a CONFIG KafkaLayerError."""
+    settings = _kafka.KafkaSettings("127.0.0.1:1", "SSL", ssl_ca=str(tmp_path / "no.pem"))
+    with pytest.raises(_FaceConfigError, match=r"ssl\.ca\.location"):
+        build(settings, refused=_FaceConfigError, **{"group.id": "g"})
+    with pytest.raises(_kafka.KafkaLayerError, match=r"no\.such\.property") as info:
+        build(_kafka.KafkaSettings("127.0.0.1:1"), **{"group.id": "g", "no.such.property": 1})
     assert info.value.kind is Kind.CONFIG
 
 

@@ -277,6 +277,59 @@ def test_only_the_protocol_layer_imports_the_codec() -> None:
     assert not offenders, "\n".join(offenders)
 
 
+CLIENT_CLASSES = {"Producer", "Consumer", "AdminClient", "ShareConsumer", "SerializingProducer",
+                  "DeserializingConsumer"}  # fmt: skip
+CLIENT_MODULES = ("confluent_kafka", "confluent_kafka.admin")
+
+
+def client_uses(module: str) -> list[str]:
+    """Where ``module`` names a confluent-kafka client class as a value (a call, a factory passed on), not
+    as a type annotation; and any use of the layer's raw `new_client`."""
+    path = module_file(module)
+    tree = ast.parse(path.read_text(), str(path))
+    bound: set[str] = set()  # local names of client classes
+    modules: set[str] = set()  # local names of confluent_kafka / confluent_kafka.admin
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module in CLIENT_MODULES:
+            bound |= {a.asname or a.name for a in node.names if a.name in CLIENT_CLASSES}
+            if node.module == "confluent_kafka":
+                modules |= {a.asname or a.name for a in node.names if a.name == "admin"}
+        elif isinstance(node, ast.Import):
+            modules |= {a.asname or a.name for a in node.names if a.name in CLIENT_MODULES}
+    annotations: set[int] = set()
+    for node in ast.walk(tree):
+        parts: list[ast.AST | None] = []
+        if isinstance(node, ast.arg):
+            parts = [node.annotation]
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            parts = [node.returns]
+        elif isinstance(node, ast.AnnAssign):
+            parts = [node.annotation]
+        for part in parts:
+            if part is not None:
+                annotations |= {id(n) for n in ast.walk(part)}
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in annotations:
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in bound | {"new_client"}:
+            found.append(f"{module}:{node.lineno} uses {node.id}")
+        elif (isinstance(node, ast.Attribute) and node.attr in CLIENT_CLASSES | {"new_client"}
+              and isinstance(node.value, ast.Name) and node.value.id in modules | {"_kafka", "errors"}):  # fmt: skip
+            found.append(f"{module}:{node.lineno} uses {node.value.id}.{node.attr}")
+    return found
+
+
+def test_only_the_kafka_layer_builds_clients() -> None:
+    """Every confluent-kafka client of the faces and the CLI comes from `_kafka.producer` / `consumer` /
+    `share_consumer` / `admin`: one place turns settings into librdkafka properties and a refused property
+    into the face's error. The check itself is checked on a module that builds one."""
+    offenders = [use for module in product_modules() if not _is_under(module, ("logbroker._kafka",))
+                 for use in client_uses(module)]  # fmt: skip
+    assert not offenders, "\n".join(offenders)
+    assert client_uses("logbroker._kafka.clients"), "the check finds nothing where clients are built"
+
+
 def test_one_handler_file_per_api_and_versions_served_as_declared() -> None:
     """Every module under broker/handlers/ registers exactly one API; ApiVersions' table is the registry."""
     from logbroker.broker.handlers import registry, served_apis

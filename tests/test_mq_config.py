@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from logbroker._kafka import librdkafka_config
 from logbroker.mq import (
     Client,
     InitialPosition,
@@ -71,10 +72,12 @@ def test_passthrough_warns_and_hides_credentials(caplog: pytest.LogCaptureFixtur
         "producer": {"linger.ms": 50, "sasl.password": "other-secret"}})  # fmt: skip
     with caplog.at_level(logging.WARNING, logger="logbroker.mq"):
         c = Client(cfg)
-        conf = c._producer_conf(False)
+        conf = librdkafka_config(c.settings, **c._producer_conf(False))  # as the producer is built
         c.close()
     assert conf["linger.ms"] == 50 and conf["security.protocol"] == "SASL_PLAINTEXT"
+    assert conf["sasl.password"] == "other-secret"
     assert "linger.ms=50 overrides the default 2" in caplog.text
+    assert "sasl.password=*** overrides the default ***" in caplog.text
     assert "hunter2" not in caplog.text and "other-secret" not in caplog.text
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from logbroker._kafka import librdkafka_config
 from logbroker.notify import (
     AT_LEAST_ONCE,
     AT_MOST_ONCE,
@@ -164,7 +165,7 @@ def url(request: pytest.FixtureRequest) -> str:
 
 
 def create_topic(url: str, topic: str, partitions: int) -> None:
-    admin = AdminClient(get_transport(url).common_config())
+    admin = AdminClient(librdkafka_config(get_transport(url).kafka_settings()))
     for fut in admin.create_topics([NewTopic(topic, num_partitions=partitions)]).values():
         fut.result(15)
     del admin

@@ -3,14 +3,15 @@
 - `KafkaSettings` + `librdkafka_config`: connection and security settings -> librdkafka properties;
 - `ensure_topics` / `ensure_topic`: create if missing, then wait until every partition is led and serving;
 - `classify` / `ErrorMap`: confluent-kafka errors -> a `Kind` -> each face's own exception types;
-- `producer` / `consumer` / `admin` from one `KafkaSettings`, and `produce` / `produce_async`: the one
-  send-with-back-pressure (a full local queue serves deliveries and retries);
+- `producer` / `consumer` / `share_consumer` / `admin` from one `KafkaSettings` (the only place a client
+  is built), and `produce` / `produce_async`: the one send-with-back-pressure (a full local queue serves
+  deliveries and retries);
 - the embedded-broker registry lives with the broker, in `logbroker.embedded` (`acquire_embedded`).
 
 Faces import from here, never from each other, and never copy these policies.
 """
 
-from logbroker._kafka.clients import admin, consumer, produce, produce_async, producer
+from logbroker._kafka.clients import Refused, admin, consumer, produce, produce_async, producer, share_consumer
 from logbroker._kafka.errors import (
     BrokerUnreachable,
     Classified,
@@ -46,6 +47,7 @@ __all__ = [
     "KafkaLayerError",
     "KafkaSettings",
     "Kind",
+    "Refused",
     "SaslMechanism",
     "SecurityProtocol",
     "TopicMissing",
@@ -65,4 +67,5 @@ __all__ = [
     "produce",
     "produce_async",
     "producer",
+    "share_consumer",
 ]

@@ -1,4 +1,9 @@
-"""Clients from one settings object, and the one way to queue a record under back-pressure.
+"""Every confluent-kafka client of the faces and the CLI, built from one `KafkaSettings`; and the one way to
+queue a record under back-pressure.
+
+A face names only its own tuning (``overrides``) and how a refused property reads to its users
+(``refused``: ``MQConfigError``, ``StreamsConfigError``, the CLI's bad-input exit), so the security and
+connection properties cannot differ between faces. test_layers keeps client construction here.
 
 librdkafka refuses a produce with BufferError while its local queue is full; a send that should block
 instead serves delivery reports (which drains the queue) and tries again. Every face and the CLI queue
@@ -10,28 +15,50 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient
 
-from logbroker._kafka.errors import new_client
+from logbroker._kafka.errors import KafkaLayerError, new_client
 from logbroker._kafka.settings import KafkaSettings, librdkafka_config
 
+T = TypeVar("T")
 POLL_S = 0.05  # how long one wait for delivery reports lasts while the queue is full
 
 
-def producer(settings: KafkaSettings, **overrides: Any) -> Producer:
-    """A producer for `settings` (librdkafka properties in `overrides` win); refusals are CONFIG errors."""
-    return new_client(Producer, librdkafka_config(settings, **overrides))
+Refused = Callable[[str], Exception]
 
 
-def consumer(settings: KafkaSettings, **overrides: Any) -> Consumer:
-    return new_client(Consumer, librdkafka_config(settings, **overrides))
+def _build(factory: Callable[[dict[str, Any]], T], settings: KafkaSettings, refused: Refused | None,
+           overrides: dict[str, Any]) -> T:  # fmt: skip
+    """librdkafka checks properties (names, values, TLS files) only when a client is built: a refusal is the
+    face's configuration error (``refused(message)``), or a CONFIG `KafkaLayerError` without one."""
+    try:
+        return new_client(factory, librdkafka_config(settings, **overrides))
+    except KafkaLayerError as exc:
+        if refused is None:
+            raise
+        raise refused(str(exc)) from None
 
 
-def admin(settings: KafkaSettings, **overrides: Any) -> AdminClient:
-    return new_client(AdminClient, librdkafka_config(settings, **overrides))
+def producer(settings: KafkaSettings, *, refused: Refused | None = None, **overrides: Any) -> Producer:
+    """A producer for ``settings``; librdkafka properties in ``overrides`` win over them."""
+    return _build(Producer, settings, refused, overrides)
+
+
+def consumer(settings: KafkaSettings, *, refused: Refused | None = None, **overrides: Any) -> Consumer:
+    return _build(Consumer, settings, refused, overrides)
+
+
+def share_consumer(settings: KafkaSettings, *, refused: Refused | None = None, **overrides: Any) -> ShareConsumer:
+    """A KIP-932 share-group member (``group.id`` in ``overrides``)."""
+    return _build(ShareConsumer, settings, refused, overrides)
+
+
+def admin(settings: KafkaSettings, *, refused: Refused | None = None, **overrides: Any) -> AdminClient:
+    return _build(AdminClient, settings, refused, overrides)
 
 
 def produce(p: Producer, topic: str, *, wait: float | None = None, **record: Any) -> None:

@@ -28,6 +28,7 @@ from logbroker._kafka.errors import (
     TopicNotReady,
     TopicRefused,
     classify,
+    new_client,
 )
 from logbroker._kafka.settings import KafkaSettings, as_config
 
@@ -111,7 +112,7 @@ def _list_all(admin: AdminClient, bootstrap: str, deadline: _Deadline) -> Any:
 def _broker_create(conf: dict[str, Any], name: str, deadline: _Deadline, grace: float = 3.0) -> None:
     """Ask for the topic with a producer's metadata request, which the broker answers by auto-creating it
     where ``auto.create.topics.enable`` allows (an AdminClient's full listing never does)."""
-    producer = Producer(conf)
+    producer = new_client(Producer, conf)
     started = time.monotonic()
     while not deadline.passed():
         try:
@@ -162,7 +163,7 @@ def ensure_topics(
     specs = [t if isinstance(t, TopicSpec) else TopicSpec(t, partitions, replication, dict(configs or {}))
              for t in topics]  # fmt: skip
     deadline = _Deadline(timeout)
-    admin = admin if admin is not None else AdminClient(conf)
+    admin = admin if admin is not None else new_client(AdminClient, conf)
     listed = _list_all(admin, bootstrap, deadline).topics
     result: dict[str, list[int]] = {}
     settle: dict[str, int] = {}  # name -> partitions expected (0: any), for topics not ready at first sight

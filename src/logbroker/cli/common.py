@@ -40,7 +40,7 @@ __all__ = [
     "echo_json",
     "error_text",
     "fail",
-    "kafka_config",
+    "kafka_client",
     "kafka_failure",
     "security_settings",
     "utf8_name",
@@ -48,6 +48,7 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 
@@ -275,18 +276,21 @@ def client_settings(bootstrap: str, security: KafkaSettings | None) -> KafkaSett
     return replace(security, bootstrap_servers=bootstrap)
 
 
-def kafka_config(bootstrap: str, security: KafkaSettings | None, **overrides: Any) -> dict[str, Any]:
-    """librdkafka properties for a CLI client: the security settings, a client id, and librdkafka's own log
-    lines kept off the terminal (its errors reach `Admin` through ``error_cb`` instead)."""
+def kafka_client(build: Callable[..., T], bootstrap: str, security: KafkaSettings | None, **overrides: Any) -> T:
+    """A command's client from the shared layer (``build``: `_kafka.producer`, `consumer` or `admin`): the
+    security settings, a client id, and librdkafka's own log lines kept off the terminal (its errors reach
+    `Admin` through ``error_cb`` instead). A property librdkafka refuses (``-X``) is bad input."""
     import logging
 
-    from logbroker._kafka.settings import librdkafka_config
-
+    settings = client_settings(bootstrap, security)
     quiet = logging.getLogger("logbroker.cli.librdkafka")
     quiet.propagate = False
     quiet.addHandler(logging.NullHandler())
-    conf = {"client.id": "logbroker-cli", "logger": quiet}
-    return conf | librdkafka_config(client_settings(bootstrap, security), **overrides)
+    base: dict[str, Any] = {"logger": quiet}
+    if settings.client_id is None:
+        base["client.id"] = "logbroker-cli"
+    return build(settings, refused=lambda message: BadInput(f"the client settings were refused: {message}"),
+                 **{**base, **overrides})  # fmt: skip
 
 
 # Broker error codes that mean the request itself was wrong (a bad value given on the command line): exit 2.
@@ -351,20 +355,22 @@ class Admin:
     TLS failure or no reachable broker ends the command at once as one line, not after the timeout."""
 
     def __init__(self, bootstrap: str, security: KafkaSettings | None, timeout: float = 30.0) -> None:
-        from confluent_kafka.admin import AdminClient
-
-        from logbroker._kafka.errors import KafkaLayerError, new_client
+        from logbroker import _kafka
 
         self.bootstrap, self.security, self.timeout = bootstrap, security, timeout
         self._errors: list[KafkaError] = []
         self._transport: str | None = None
-        conf = kafka_config(bootstrap, security, error_cb=self._errors.append, logger=self._logger())
-        conf.setdefault("socket.connection.setup.timeout.ms", int(timeout * 1000))
-        conf.setdefault("allow.auto.create.topics", False)  # a topic's metadata must not create it
-        try:
-            self.client: AdminClient = new_client(AdminClient, conf)
-        except KafkaLayerError as exc:
-            raise BadInput(f"the client settings were refused: {exc}") from None
+        given = security.extra if security is not None else {}
+        defaults = {"socket.connection.setup.timeout.ms": int(timeout * 1000),
+                    "allow.auto.create.topics": False}  # a topic's metadata must not create it  # fmt: skip
+        self.client: AdminClient = kafka_client(
+            _kafka.admin,
+            bootstrap,
+            security,
+            error_cb=self._errors.append,
+            logger=self._logger(),
+            **{k: v for k, v in defaults.items() if k not in given},
+        )
 
     def _logger(self) -> Any:
         """A logger that keeps librdkafka's lines off the terminal but remembers the last connection failure

@@ -26,7 +26,7 @@ from logbroker.cli.common import (
     BadInput,
     admin,
     error_text,
-    kafka_config,
+    kafka_client,
     utf8_name,
 )
 from logbroker.cli.formats import (
@@ -78,16 +78,6 @@ class _Errors:
     def check(self) -> None:
         if self.fatal is not None:
             raise click.ClickException(self.fatal)
-
-
-def _new(factory: Any, conf: dict[str, Any]) -> Any:
-    """A client; librdkafka refuses unknown or bad properties (-X) only here: bad input."""
-    from logbroker._kafka.errors import KafkaLayerError, new_client
-
-    try:
-        return new_client(factory, conf)
-    except KafkaLayerError as exc:
-        raise BadInput(f"the client settings were refused: {exc}") from None
 
 
 @contextlib.contextmanager
@@ -258,7 +248,7 @@ def produce(
     """Produce VALUES, or one record per line (per -D delimiter) of standard input or --file (kcat -P).
 
     Input is bytes: values go out exactly as read. Exits 1 with one line if any record was not delivered."""
-    from confluent_kafka import KafkaError, KafkaException, Producer
+    from confluent_kafka import KafkaError, KafkaException
 
     from logbroker import _kafka
 
@@ -280,14 +270,13 @@ def produce(
     deliveries = _Deliveries()
     errors = _Errors(quiet)
     timeout_ms = int(timeout * 1000)
-    conf = kafka_config(bootstrap, security, **{
+    producer = kafka_client(_kafka.producer, bootstrap, security, **{
         "partitioner": "murmur2_random", "acks": acks, "compression.type": compression, "linger.ms": 5,
         "message.timeout.ms": timeout_ms, "topic.metadata.propagation.max.ms": timeout_ms,
         "queue.buffering.max.messages": 1_000_000, "on_delivery": deliveries, "error_cb": errors,
         **({"batch.num.messages": batch_size} if batch_size else {}),
         **parse_properties(properties),
     })  # fmt: skip
-    producer = _new(Producer, conf)
     with (
         _interruptible(),
         admin(bootstrap, security, min(timeout, 10.0)) as a,
@@ -439,7 +428,9 @@ def consume(
 ) -> None:
     """Print the records of a topic to standard output, as bytes (kcat -C): every partition (or -p) from
     -o, or as a member of --group; a live tail until Ctrl-C unless -e, -c or --idle-timeout stops it."""
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    from confluent_kafka import KafkaException, TopicPartition
+
+    from logbroker import _kafka
 
     if from_beginning:
         if offsets:
@@ -462,7 +453,7 @@ def consume(
 
     errors = _Errors(quiet, ignore_group_auth=not group)
     reset = "earliest" if group and where.label == "beginning" else "latest"
-    conf = kafka_config(bootstrap, security, **{
+    consumer = kafka_client(_kafka.consumer, bootstrap, security, **{
         "group.id": group or f"logbroker-consume-{uuid.uuid4().hex[:12]}",
         "enable.auto.commit": bool(group), "enable.auto.offset.store": False, "enable.partition.eof": True,
         "auto.offset.reset": reset, "isolation.level": isolation, "error_cb": errors,
@@ -473,7 +464,6 @@ def consume(
         **({"fetch.wait.max.ms": 20} if exit_at_end else {}),
         **parse_properties(properties),
     })  # fmt: skip
-    consumer = _new(Consumer, conf)
     try:
         with admin(bootstrap, security, timeout):
             pass  # the connection and the login proven, or one line on why not

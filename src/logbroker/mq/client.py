@@ -18,12 +18,9 @@ from typing import Any, Self, overload
 
 from confluent_kafka import OFFSET_BEGINNING as CK_BEGINNING
 from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, TopicPartition
-from confluent_kafka import Consumer as CKConsumer
-from confluent_kafka import Producer as CKProducer
-from confluent_kafka.admin import AdminClient
 
 from logbroker import _kafka
-from logbroker._kafka import ErrorMap, KafkaLayerError, Kind, ensure_topics, librdkafka_config, new_client
+from logbroker._kafka import ErrorMap, KafkaLayerError, Kind, ensure_topics, librdkafka_config
 from logbroker.embedded import EmbeddedLease, acquire_embedded
 from logbroker.mq.config import MQConfig, load_config, validate_config
 from logbroker.mq.errors import (
@@ -90,12 +87,15 @@ def _masked(key: str, value: object) -> object:
     return "***" if any(w in key.lower() for w in _SECRET_WORDS) else value
 
 
-def _apply_overrides(base: dict[str, Any], extra: Mapping[str, Any], what: str) -> dict[str, Any]:
-    """Passthrough settings win, with a warning when they replace one of our defaults (values of secrets masked)."""
+def _apply_overrides(base: dict[str, Any], extra: Mapping[str, Any], what: str,
+                     connection: Mapping[str, Any]) -> dict[str, Any]:  # fmt: skip
+    """Passthrough settings win, with a warning when they replace one of our defaults or a connection setting
+    (values of secrets masked)."""
     out = dict(base)
     for k, v in extra.items():
-        if k in out and out[k] != v:
-            log.warning("mq %s setting %s=%s overrides the default %s", what, k, _masked(k, v), _masked(k, out[k]))
+        was = out.get(k, connection.get(k))
+        if was is not None and was != v:
+            log.warning("mq %s setting %s=%s overrides the default %s", what, k, _masked(k, v), _masked(k, was))
         out[k] = v
     return out
 
@@ -110,12 +110,9 @@ def _kafka_error(err: KafkaError | KafkaLayerError | None) -> MQError:
     return _errors(err)  # type: ignore[return-value]
 
 
-def _librdkafka(factory: Any, conf: dict[str, Any], what: str) -> Any:
-    """Create a confluent-kafka handle; a refused setting (bad SSL file, unknown key) becomes MQConfigError."""
-    try:
-        return new_client(factory, conf)
-    except KafkaLayerError as exc:
-        raise MQConfigError(f"mq.kafka ({what}): {exc}") from None
+def _refused(what: str) -> Callable[[str], Exception]:
+    """A setting librdkafka refuses (bad SSL file, unknown key) is an MQConfigError naming the client."""
+    return lambda message: MQConfigError(f"mq.kafka ({what}): {message}")
 
 
 class Client:
@@ -140,8 +137,9 @@ class Client:
         else:
             assert self.config.kafka is not None
             self.bootstrap = self.config.kafka.bootstrap_servers
+        self.settings = self.config.kafka_settings(self.bootstrap)
         try:
-            self._admin: Any = _librdkafka(AdminClient, self._common(), "admin client")
+            self._admin: Any = _kafka.admin(self.settings, refused=_refused("admin client"))
         except MQConfigError:
             self.close()
             raise
@@ -153,24 +151,21 @@ class Client:
 
     # -- configuration
 
-    def _common(self) -> dict[str, Any]:
-        return librdkafka_config(self.config.kafka_settings(self.bootstrap))
-
     def _producer_conf(self, compression: bool | str) -> dict[str, Any]:
         codec = "zstd" if compression is True else (compression or "none")
-        base = {**self._common(), "acks": "all", "linger.ms": 2, "compression.type": codec,
+        base = {"acks": "all", "linger.ms": 2, "compression.type": codec,
                 "message.max.bytes": 10 * 1024 * 1024, "enable.idempotence": False}  # fmt: skip
         extra = self.config.kafka.producer if self.config.kafka and self.config.type == "kafka" else {}
-        return _apply_overrides(base, extra, "producer")
+        return _apply_overrides(base, extra, "producer", librdkafka_config(self.settings))
 
     def _consumer_conf(self, subscription: str, buffer_size: int) -> dict[str, Any]:
         mode = self.config.ack_commit
-        base = {**self._common(), "group.id": subscription, "enable.auto.commit": mode == "batch",
+        base = {"group.id": subscription, "enable.auto.commit": mode == "batch",
                 "auto.commit.interval.ms": self.config.commit_interval_ms, "enable.auto.offset.store": False,
                 "auto.offset.reset": "earliest", "enable.partition.eof": False, "fetch.queue.backoff.ms": 1,
                 "queued.min.messages": max(1, buffer_size), "allow.auto.create.topics": False}  # fmt: skip
         extra = self.config.kafka.consumer if self.config.kafka and self.config.type == "kafka" else {}
-        return _apply_overrides(base, extra, "consumer")
+        return _apply_overrides(base, extra, "consumer", librdkafka_config(self.settings))
 
     # -- topics
 
@@ -195,7 +190,7 @@ class Client:
         self._check_open()
         allowed = self.config.auto_create_topics if create is None else create
         try:
-            return ensure_topics(self._common(), [topic], partitions=self.config.num_partitions, create=allowed,
+            return ensure_topics(self.settings, [topic], partitions=self.config.num_partitions, create=allowed,
                                  timeout=self.config.request_timeout_s, admin=self._admin,
                                  missing_hint="auto_create_topics is off")[topic]  # fmt: skip
         except KafkaLayerError as exc:
@@ -381,7 +376,7 @@ class Producer:
         self.topic = topic
         self._client = client
         self._partitions = partitions
-        self._p = _librdkafka(CKProducer, conf, "producer")
+        self._p = _kafka.producer(client.settings, refused=_refused("producer"), **conf)
         self._closed = False
         self._sent = 0
         self._stop = threading.Event()
@@ -525,7 +520,7 @@ class Consumer:
         self._mode = client.config.ack_commit
         self._timeout = client.config.request_timeout_s
         self._partitions = partitions
-        self._c = _librdkafka(CKConsumer, conf, "consumer")
+        self._c = _kafka.consumer(client.settings, refused=_refused("consumer"), **conf)
         self._buf: deque[Any] = deque()
         self._batch = max(1, min(conf.get("queued.min.messages", 500), 500))
         self._conf = conf
@@ -671,7 +666,7 @@ class Consumer:
         """
         conf = {**self._conf, "enable.auto.commit": False, "enable.auto.offset.store": False,
                 "enable.partition.eof": True, "queued.min.messages": 1000}  # fmt: skip
-        probe = _librdkafka(CKConsumer, conf, "consumer")
+        probe = _kafka.consumer(self._client.settings, refused=_refused("consumer"), **conf)
         deadline = time.monotonic() + self._timeout
         try:
             window = 16

@@ -56,7 +56,7 @@ def ensure_topics(transport: Transport, topics: Iterable[str], partitions: int =
     off included) and wait until they are led. A refused creation (no CREATE permission) is only logged:
     someone else may create the topic, and the group's assignment picks it up then."""
     try:
-        _kafka.ensure_topics(transport.common_config(), topics, partitions=partitions, strict=False, timeout=timeout)
+        _kafka.ensure_topics(transport.kafka_settings(), topics, partitions=partitions, strict=False, timeout=timeout)
     except _kafka.KafkaLayerError as exc:
         raise notify_error(exc) from None
 
@@ -109,7 +109,8 @@ class NotificationConsumer:
         self.options = options
         self.delivery = delivery
         self.replay_from_ms = replay_from_ms
-        conf = transport.consumer_config(group, options)
+        self._settings = transport.kafka_settings(options)
+        conf = transport.consumer_overrides(group, options)
         if delivery == AT_LEAST_ONCE:
             conf["enable.auto.commit"] = False
             conf["enable.auto.offset.store"] = False
@@ -129,14 +130,14 @@ class NotificationConsumer:
         otherwise lose what is sent before the group settles."""
         timeout = timeout if timeout is not None else max(10.0, self.options.connect_timeout)
         ensure_topics(self.transport, self.topics, timeout=timeout)
-        self._consumer = Consumer(self._conf)
+        self._consumer = _kafka.consumer(self._settings, refused=NotifyError, **self._conf)
         self._consumer.subscribe(self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke)
         deadline = time.monotonic() + timeout
         while not self._assigned_once.is_set():
             if time.monotonic() > deadline:
                 self.close()
                 raise NotifyError(
-                    f"no partitions of {self.topics} assigned within {timeout}s from {self._conf['bootstrap.servers']}"
+                    f"no partitions of {self.topics} assigned within {timeout}s from {self._settings.bootstrap_servers}"
                 )
             self._fill(0.1)
 

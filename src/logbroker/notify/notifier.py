@@ -71,12 +71,13 @@ class _Sender:
         if self._producer is None:
             with self._lock:
                 if self._producer is None:
-                    conf = self.transport.producer_config(self.options)
+                    conf = self.transport.producer_overrides(self.options)
                     if not self.confirm:
                         # Pipelined sends only need to hear about failures: a Python callback per
                         # acknowledged message would cost a third of the send rate.
                         conf["delivery.report.only.error"] = True
-                    self._producer = Producer(conf)
+                    settings = self.transport.kafka_settings(self.options)
+                    self._producer = _kafka.producer(settings, refused=NotifyError, **conf)
         return self._producer
 
     def _on_delivery(self, err: KafkaError | None, _msg: Any) -> None:

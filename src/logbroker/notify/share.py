@@ -22,9 +22,10 @@ import time
 from collections import deque
 from typing import Any
 
-from confluent_kafka import AcknowledgeType, KafkaException, ShareConsumer
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+from confluent_kafka import AcknowledgeType, KafkaException
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
+from logbroker import _kafka
 from logbroker.notify.consumer import AT_LEAST_ONCE, AT_MOST_ONCE, Incoming, collect, ensure_topics
 from logbroker.notify.notifier import decode
 from logbroker.notify.transport import KafkaOptions, NotifyError, Transport
@@ -57,11 +58,10 @@ class ShareNotificationConsumer:
         self.options = options
         self.delivery = delivery
         self.replay_from_ms = replay_from_ms
-        conf = transport.common_config(options)
+        self._settings = transport.kafka_settings(options)
         # max.poll.records bounds what one listener takes at a time (the rest stays for the others).
-        conf.update({"group.id": group, "share.acknowledgement.mode": "explicit",
-                     "max.poll.records": options.max_poll_records})  # fmt: skip
-        self._conf = conf
+        self._conf: dict[str, Any] = {"group.id": group, "share.acknowledgement.mode": "explicit",
+                                      "max.poll.records": options.max_poll_records}  # fmt: skip
         self._consumer: Any = None
         self._pending: deque[Incoming] = deque()
         self._held: dict[tuple[str, int, int], Any] = {}  # delivered, not yet acknowledged
@@ -77,12 +77,12 @@ class ShareNotificationConsumer:
         timeout = timeout if timeout is not None else max(10.0, self.options.connect_timeout)
         ensure_topics(self.transport, self.topics, timeout=timeout)
         self._set_start(timeout)
-        self._consumer = ShareConsumer(self._conf)
+        self._consumer = _kafka.share_consumer(self._settings, refused=NotifyError, **self._conf)
         self._consumer.subscribe(self.topics)
 
     def _set_start(self, timeout: float) -> None:
         """Give a new pool its starting point (see the module docstring); an existing one keeps its own."""
-        admin = AdminClient(self.transport.common_config(self.options))
+        admin = _kafka.admin(self._settings, refused=NotifyError)
         resource = ConfigResource(ResourceType.GROUP, self.group)
         try:
             current = admin.describe_configs([resource], request_timeout=timeout)[resource].result(timeout)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from logbroker._kafka import ErrorMap, KafkaSettings, librdkafka_config
+from logbroker._kafka import ErrorMap, KafkaSettings
 from logbroker.addresses import parse_host_port
 from logbroker.embedded import EmbeddedLease, acquire_embedded
 
@@ -132,34 +132,28 @@ class Transport:
             extra={"socket.connection.setup.timeout.ms": int(o.connect_timeout * 1000), **o.extra},
         )
 
-    def common_config(self, opts: KafkaOptions | None = None) -> dict[str, Any]:
-        return librdkafka_config(self.kafka_settings(opts))
-
-    def producer_config(self, opts: KafkaOptions | None = None) -> dict[str, Any]:
+    def producer_overrides(self, opts: KafkaOptions | None = None) -> dict[str, Any]:
+        """oslo's producer options as librdkafka properties (``kafka_extra`` still wins)."""
         o = opts or self.options
-        conf = self.common_config(o)
-        conf.update({
+        return {
             "linger.ms": o.producer_batch_timeout * 1000,
             "batch.num.messages": o.producer_batch_size,
             "compression.codec": o.compression_codec,
             "acks": "all",
             "message.timeout.ms": int(o.send_timeout * 1000),
-        })  # fmt: skip
-        conf.update(o.extra)
-        return conf
+            **o.extra,
+        }
 
-    def consumer_config(self, group: str | None, opts: KafkaOptions | None = None) -> dict[str, Any]:
+    def consumer_overrides(self, group: str | None, opts: KafkaOptions | None = None) -> dict[str, Any]:
         o = opts or self.options
-        conf = self.common_config(o)
-        conf.update({
+        return {
             "group.id": group or o.consumer_group,
             "max.partition.fetch.bytes": o.kafka_max_fetch_bytes,
             "enable.auto.commit": o.enable_auto_commit,
             "auto.offset.reset": "latest",
             "enable.partition.eof": False,
-        })  # fmt: skip
-        conf.update(o.extra)
-        return conf
+            **o.extra,
+        }
 
 
 def _split_host(entry: str, url: str) -> tuple[str | None, str | None, str, int]:

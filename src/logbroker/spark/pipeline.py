@@ -35,12 +35,13 @@ from logbroker.spark.spec import (
     PipelineSpec,
     TopicSink,
     connector_security,
-    producer_security,
 )
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
+
+    from logbroker._kafka.settings import KafkaSettings
 
 __all__ = ["PipelineError", "RunResult", "check_shared", "run"]
 
@@ -277,9 +278,7 @@ def _check_delta(spark: SparkSession, spec: PipelineSpec, df: DataFrame) -> None
                                 f"from the rows' ({show(mine)}); write to a new table or migrate this one")  # fmt: skip
 
 
-def _produce_keeping_timestamps(
-    df: DataFrame, bootstrap: str, topic: str | None, security: dict[str, Any] | None = None
-) -> None:
+def _produce_keeping_timestamps(df: DataFrame, settings: KafkaSettings, topic: str | None) -> None:
     """A topic sink with keep_timestamp: Spark's Kafka writer has no timestamp column, so the rows go
     through the same confluent-kafka path as replay (key/value as binary, headers, CreateTime from
     `timestamp`, a `partition` column honoured, a `topic` column when no topic option)."""
@@ -300,7 +299,7 @@ def _produce_keeping_timestamps(
         pick("timestamp", "unix_millis(timestamp) AS _ts", "CAST(NULL AS BIGINT) AS _ts"),
     )
     try:
-        produce_frame(frame, bootstrap, topic, security)
+        produce_frame(frame, settings, topic)
     except ProduceError as exc:
         raise PipelineError(f"topic sink: producing {exc}") from exc
 
@@ -348,11 +347,8 @@ def _start(spec: PipelineSpec, index: int, sink: Any, df: DataFrame) -> Streamin
     elif isinstance(sink, DeltaSink):
         writer = writer.outputMode("update").foreachBatch(merge_batch(sink, query))
     elif isinstance(sink, TopicSink) and sink.keep_timestamp:
-        bootstrap, topic = spec.sink_bootstrap(sink), sink.topic
-        security = producer_security(spec.sink_settings(sink))
-        writer = writer.outputMode("update").foreachBatch(
-            lambda b, _i: _produce_keeping_timestamps(b, bootstrap, topic, security)
-        )
+        settings, topic = spec.sink_client_settings(sink), sink.topic
+        writer = writer.outputMode("update").foreachBatch(lambda b, _i: _produce_keeping_timestamps(b, settings, topic))
     elif isinstance(sink, TopicSink):
         writer = writer.format("kafka").option("kafka.bootstrap.servers", spec.sink_bootstrap(sink))
         for k, v in connector_security(spec.sink_settings(sink)).items():
@@ -384,9 +380,7 @@ def _write_batch(spec: PipelineSpec, sink: Any, df: DataFrame) -> None:
     elif isinstance(sink, DeltaSink):
         merge_batch(sink, None)(df, 0)
     elif isinstance(sink, TopicSink) and sink.keep_timestamp:
-        _produce_keeping_timestamps(
-            df, spec.sink_bootstrap(sink), sink.topic, producer_security(spec.sink_settings(sink))
-        )
+        _produce_keeping_timestamps(df, spec.sink_client_settings(sink), sink.topic)
     elif isinstance(sink, TopicSink):
         writer = df.write.format("kafka").option("kafka.bootstrap.servers", spec.sink_bootstrap(sink))
         for k, v in connector_security(spec.sink_settings(sink)).items():

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
+    from logbroker._kafka.settings import KafkaSettings
+
 __all__ = ["COLUMNS", "PRODUCER_DEFAULTS", "SOURCE_COLUMNS", "ProduceError", "produce_frame"]
 
 COLUMNS = ("_target", "_partition", "_source", "key", "value", "headers", "_ts")
@@ -43,14 +45,34 @@ class ProduceError(RuntimeError):
     """A task could not deliver its records; the message carries the broker's reason."""
 
 
-def _task(bootstrap: str, topic: str | None, overrides: dict[str, Any]) -> Any:
-    """The mapInArrow function. A closure, so cloudpickle ships it by value: executors need
-    confluent-kafka and pyarrow, not logbroker itself."""
-    conf = {**PRODUCER_DEFAULTS, **overrides, "bootstrap.servers": bootstrap}
+def _record(partition: int | None, key: Any, value: Any, headers: Any, ts: int | None) -> dict[str, Any]:
+    """One row as Producer.produce's keyword arguments. Timestamp 0 makes librdkafka stamp "now": only for
+    rows without one."""
+    record: dict[str, Any] = {"key": key, "value": value, "timestamp": ts or 0}
+    if headers:
+        record["headers"] = [(h["key"], h["value"]) for h in headers]
+    if partition is not None:
+        record["partition"] = partition
+    return record
+
+
+def _producer(settings: KafkaSettings, conf: dict[str, Any]) -> Any:
+    """A task's producer; settings librdkafka refuses fail the task with the reason."""
+    from logbroker import _kafka
+
+    return _kafka.producer(settings, refused=lambda message: RuntimeError(f"{_MARK}settings refused: {message}"),
+                           **conf)  # fmt: skip
+
+
+def _task(settings: KafkaSettings, topic: str | None, overrides: dict[str, Any]) -> Any:
+    """The mapInArrow function: a closure over the connection's settings and the producer tuning. Its
+    clients come from the shared Kafka layer, so an executor's Python needs logbroker (local and
+    standalone workers run the driver's)."""
+    conf = {**PRODUCER_DEFAULTS, **overrides}
 
     def produce_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
-        from confluent_kafka import KafkaException, Producer
+        from confluent_kafka import KafkaException
 
         from logbroker import _kafka
 
@@ -76,19 +98,14 @@ def _task(bootstrap: str, topic: str | None, overrides: dict[str, Any]) -> Any:
             where = topic or "the target topics"
             raise RuntimeError(f"{_MARK}into {where} failed after {acked} of {sent} records: {reason}")
 
-        producer = Producer({**conf, "on_delivery": on_delivery, "error_cb": on_error})
+        producer = _producer(settings, {**conf, "on_delivery": on_delivery, "error_cb": on_error})
         for batch in batches:
             cols = batch.to_pydict()
             for target, partition, source, key, value, headers, ts in zip(*(cols[c] for c in COLUMNS), strict=True):
                 dest = topic or target
                 if not dest:
                     fail(f"record {source or '?'}: no topic (no topic option and a null topic column)")
-                # Timestamp 0 makes librdkafka stamp "now": only for rows without one.
-                kwargs: dict[str, Any] = {"key": key, "value": value, "timestamp": ts or 0}
-                if headers:
-                    kwargs["headers"] = [(h["key"], h["value"]) for h in headers]
-                if partition is not None:
-                    kwargs["partition"] = partition
+                kwargs = _record(partition, key, value, headers, ts)
                 try:
                     _kafka.produce(producer, dest, **kwargs)
                 except KafkaException as exc:
@@ -113,8 +130,7 @@ CHUNK = 20_000  # records
 CHUNK_BYTES = 64 << 20  # key and value bytes
 
 
-def _transactional_task(bootstrap: str, topic: str, overrides: dict[str, Any], name: str,
-                        client: dict[str, Any]) -> Any:  # fmt: skip
+def _transactional_task(settings: KafkaSettings, topic: str, overrides: dict[str, Any], name: str) -> Any:
     """The mapInArrow function of an exactly-once produce: records of one source partition go through one
     transactional producer (``transactional.id`` = NAME.target.topic.partition, whichever task or attempt
     runs it), in transactions of at most `CHUNK` records or `CHUNK_BYTES`, each committing with its records
@@ -124,17 +140,15 @@ def _transactional_task(bootstrap: str, topic: str, overrides: dict[str, Any], n
     transaction), then skips what the marker says was committed: nothing is produced twice and nothing is
     lost, for readers at read_committed. The markers live as long as the broker keeps an empty group's
     offsets (offsets.retention.minutes, 7 days by default); a re-run after that produces everything again.
-    ``client``: the connection's security settings, for the consumer that reads the progress."""
-    conf = {**PRODUCER_DEFAULTS, **overrides, "bootstrap.servers": bootstrap}
+    The consumer that reads the progress gets the connection's settings without the producer tuning."""
+    conf = {**PRODUCER_DEFAULTS, **overrides}
     # librdkafka wants message.timeout.ms <= transaction.timeout.ms; an open transaction of a crashed attempt
     # holds read_committed readers back until the next attempt fences it, or at most this long.
     conf.setdefault("transaction.timeout.ms", conf["message.timeout.ms"])
 
-    # The record-sending loop repeats _task's on purpose: a helper at module level would be pickled by
-    # reference, and the executors would need logbroker installed.
     def produce_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
-        from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+        from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
         from logbroker import _kafka
 
@@ -187,10 +201,10 @@ def _transactional_task(bootstrap: str, topic: str, overrides: dict[str, Any], n
         def open_source(src: tuple[str, int]) -> None:
             nonlocal producer, consumer, start
             group = f"{name}.{topic}.{src[0]}.{src[1]}"
-            producer = Producer({**conf, "transactional.id": group, "on_delivery": on_delivery})
+            producer = _producer(settings, {**conf, "transactional.id": group, "on_delivery": on_delivery})
             producer.init_transactions(120)  # fences an earlier attempt and ends its open transaction
-            consumer = Consumer({**client, "bootstrap.servers": bootstrap, "group.id": group,
-                                 "enable.auto.commit": False, "isolation.level": "read_committed"})  # fmt: skip
+            consumer = _kafka.consumer(settings, **{"group.id": group, "enable.auto.commit": False,
+                                                    "isolation.level": "read_committed"})  # fmt: skip
             [got] = consumer.committed([marker_tp], timeout=60)
             if got.error is not None:
                 fail(f"reading the progress of {group}: {got.error}")
@@ -209,11 +223,7 @@ def _transactional_task(bootstrap: str, topic: str, overrides: dict[str, Any], n
                         continue  # committed by an earlier attempt or run
                     if not pending:
                         producer.begin_transaction()
-                    kwargs: dict[str, Any] = {"key": key, "value": value, "timestamp": ts or 0}
-                    if headers:
-                        kwargs["headers"] = [(h["key"], h["value"]) for h in headers]
-                    if partition is not None:
-                        kwargs["partition"] = partition
+                    kwargs = _record(partition, key, value, headers, ts)
                     try:
                         _kafka.produce(producer, topic, **kwargs)
                     except KafkaException as exc:
@@ -237,16 +247,15 @@ def _transactional_task(bootstrap: str, topic: str, overrides: dict[str, Any], n
     return produce_partition
 
 
-def produce_frame(df: DataFrame, bootstrap: str, topic: str | None = None,
-                  overrides: dict[str, Any] | None = None, transactional: str | None = None,
-                  security: dict[str, Any] | None = None) -> int:  # fmt: skip
+def produce_frame(df: DataFrame, settings: KafkaSettings, topic: str | None = None,
+                  overrides: dict[str, Any] | None = None, transactional: str | None = None) -> int:  # fmt: skip
     """Produce every row of ``df`` (columns ``COLUMNS``, in each task's order); returns the acknowledged
     count, collected from the tasks (an accumulator would double-count retried tasks). With
     ``transactional`` (a name, and a fixed ``topic``) the frame also needs `SOURCE_COLUMNS`, sorted within
     each task, and delivery is exactly-once across task retries and re-runs under the same name (see
     `_transactional_task`); the count is then of records the successful task attempts produced (chunks a
-    failed attempt committed are delivered, not counted). ``security``: the
-    connection's settings without producer tuning (for the progress consumer)."""
+    failed attempt committed are delivered, not counted). ``settings``: where and how to connect;
+    ``overrides``: librdkafka producer properties over `PRODUCER_DEFAULTS`."""
     wanted = (*COLUMNS, *SOURCE_COLUMNS) if transactional else COLUMNS
     missing = [c for c in wanted if c not in df.columns]
     if missing:
@@ -254,9 +263,9 @@ def produce_frame(df: DataFrame, bootstrap: str, topic: str | None = None,
     if transactional:
         if topic is None:
             raise ValueError("a transactional produce needs a fixed topic")
-        task = _transactional_task(bootstrap, topic, dict(overrides or {}), transactional, dict(security or {}))
+        task = _transactional_task(settings, topic, dict(overrides or {}), transactional)
     else:
-        task = _task(bootstrap, topic, dict(overrides or {}))
+        task = _task(settings, topic, dict(overrides or {}))
     try:
         counts = df.select(*wanted).mapInArrow(task, "n long").collect()
     except Exception as exc:

@@ -26,10 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 from logbroker.spark.pipeline import local_path
 from logbroker.spark.produce import ProduceError, produce_frame
-from logbroker.spark.spec import Security, producer_security, security_settings
+from logbroker.spark.spec import Security, security_settings
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from logbroker._kafka.settings import KafkaSettings
 
 __all__ = ["ARCHIVE_COLUMNS", "ReplayError", "replay"]
 
@@ -76,17 +78,15 @@ def _read(archive_path: str, spark: SparkSession) -> DataFrame:
     return read_archive(archive_path, spark)
 
 
-def _target_partitions(
-    bootstrap: str, topic: str, create: bool, timeout: float = 30.0, security: dict[str, Any] | None = None
-) -> int:
+def _target_partitions(settings: KafkaSettings, topic: str, create: bool, timeout: float = 30.0) -> int:
     """Partition count of the target topic, once every partition is led; asks the broker to auto-create it
     when ``create`` (what producing would do anyway, where the broker allows it), but before any Spark task
     starts, so a missing topic is one clear error rather than a timeout inside a task."""
     from logbroker import _kafka
 
+    bootstrap = settings.bootstrap_servers
     try:
-        parts = _kafka.ensure_topic({**(security or {}), "bootstrap.servers": bootstrap}, topic,
-                                    create="broker" if create else False, timeout=timeout)  # fmt: skip
+        parts = _kafka.ensure_topic(settings, topic, create="broker" if create else False, timeout=timeout)
     except _kafka.BrokerUnreachable as exc:
         raise ReplayError(f"cannot reach {bootstrap}: {exc.cause.message if exc.cause else exc}") from None
     except _kafka.TopicMissing:
@@ -140,18 +140,22 @@ def replay(
         except PipelineError as exc:
             raise ReplayError(str(exc)) from None
         try:
-            conf = producer_security(security_settings(security, bootstrap))
+            settings = security_settings(security, bootstrap)
         except ValueError as exc:
             raise ReplayError(f"security: {exc}") from None
-        return _replay(spark, os.fspath(archive_path), bootstrap, topic, where, keep_partition,
-                       {**conf, **(producer_config or {})}, conf, transactional_id)  # fmt: skip
+        if settings is None:
+            from logbroker._kafka.settings import KafkaSettings as Plain
+
+            settings = Plain(bootstrap)
+        return _replay(spark, os.fspath(archive_path), settings, topic, where, keep_partition, producer_config,
+                       transactional_id)  # fmt: skip
     finally:
         if own:
             spark.stop()
 
 
-def _replay(spark: SparkSession, path: str, bootstrap: str, topic: str, where: str | None, keep_partition: bool,
-            producer_config: dict[str, Any] | None, security: dict[str, Any],
+def _replay(spark: SparkSession, path: str, settings: KafkaSettings, topic: str, where: str | None,
+            keep_partition: bool, producer_config: dict[str, Any] | None,
             transactional_id: str | None = None) -> int:  # fmt: skip
     df = _read(path, spark)
     if where:
@@ -172,7 +176,7 @@ def _replay(spark: SparkSession, path: str, bootstrap: str, topic: str, where: s
         raise ReplayError(f"archive {path} holds no records")
     highest = max(int(r["partition"]) for r in sources)
     try:
-        partitions = _target_partitions(bootstrap, topic, create=not keep_partition, security=security)
+        partitions = _target_partitions(settings, topic, create=not keep_partition)
     except ReplayError as exc:
         if keep_partition and "does not exist" in str(exc):
             raise ReplayError(f"{exc}; keep_partition=True needs it with at least {highest + 1} partition(s)") from None
@@ -190,6 +194,6 @@ def _replay(spark: SparkSession, path: str, bootstrap: str, topic: str, where: s
                "unix_millis(timestamp) AS _ts", "topic AS _t", "partition AS _p", "offset AS _o"]  # fmt: skip
     ordered = df.selectExpr(*columns).repartition(tasks, "_t", "_p").sortWithinPartitions("_t", "_p", "_o")
     try:
-        return produce_frame(ordered, bootstrap, topic, producer_config, transactional_id, security)
+        return produce_frame(ordered, settings, topic, producer_config, transactional_id)
     except ProduceError as exc:
         raise ReplayError(f"replay {exc}") from exc

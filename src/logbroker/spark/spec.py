@@ -387,6 +387,12 @@ class PipelineSpec(_Model):
         assert isinstance(self.source, KafkaSource)
         return self.source.bootstrap
 
+    def sink_client_settings(self, sink: TopicSink) -> KafkaSettings:
+        """What confluent-kafka connects with for a topic sink (keep_timestamp): `sink_settings`, or plain."""
+        from logbroker._kafka.settings import KafkaSettings as Plain
+
+        return self.sink_settings(sink) or Plain(self.sink_bootstrap(sink))
+
     def sink_settings(self, sink: TopicSink) -> KafkaSettings | None:
         """A topic sink's security: its own, else (writing back to the source's cluster) the source's."""
         if sink.security is not None or sink.bootstrap is not None:

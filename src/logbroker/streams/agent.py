@@ -29,13 +29,10 @@ from logbroker.streams.subscriptions import HandlerFactory, Subscription
 log = logging.getLogger("logbroker.streams.provider")
 
 
-def build_client(factory: Callable[[dict[str, Any]], Any], conf: dict[str, Any], key: str) -> Any:
+def refused(key: str) -> Callable[[str], Exception]:
     """librdkafka refuses a bad pass-through setting (``streams.producer`` / ``streams.consumer``) only when the
     client is built; report it like any other config error, naming the key."""
-    try:
-        return _kafka.new_client(factory, conf)
-    except _kafka.KafkaLayerError as exc:
-        raise StreamsConfigError(f"streams.{key}: {exc}") from None
+    return lambda message: StreamsConfigError(f"streams.{key}: {message}")
 
 
 class PullingAgents:
@@ -64,7 +61,7 @@ class PullingAgents:
         # Orleans' max bytes per fetch is per queue (one receiver per partition); one consumer fetches all the
         # partitions this process owns in one request, so the request may carry that much per partition
         per_request = max(c.max_bytes_per_fetch, min(c.max_bytes_per_fetch * c.num_queues, 50 << 20))
-        self._consumer = build_client(Consumer, _kafka.librdkafka_config(c.kafka_settings(), **{
+        self._consumer = _kafka.consumer(c.kafka_settings(), refused=refused("consumer"), **{
             "group.id": c.consumer_group, "enable.auto.commit": False,
             "auto.offset.reset": "latest" if c.init_with_last_offset else "earliest",
             "max.partition.fetch.bytes": c.max_bytes_per_fetch, "fetch.max.bytes": per_request,
@@ -74,7 +71,7 @@ class PullingAgents:
             "heartbeat.interval.ms": max(100, c.session_timeout_ms // 5), "queued.max.messages.kbytes": 1024,
             "fetch.queue.backoff.ms": 10,
             "partition.assignment.strategy": "cooperative-sticky", **c.consumer,
-        }), "consumer")  # fmt: skip
+        })  # fmt: skip
         self._consumer.subscribe([c.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
                                  on_lost=self._on_revoke)  # fmt: skip
         t = threading.Thread(target=self._consume_loop, name="streams-consume", daemon=True)
@@ -180,9 +177,9 @@ class PullingAgents:
                     sid: StreamId) -> list[tuple[SequenceToken, Any]]:  # fmt: skip
         """Events of one stream from the broker, offsets [start.offset, end): rewinds beyond the cache."""
         c = self.config
-        reader = Consumer(_kafka.librdkafka_config(c.kafka_settings(), **{
+        reader = _kafka.consumer(c.kafka_settings(), refused=refused("consumer"), **{
             "group.id": f"{c.consumer_group}-rewind-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
-            "enable.partition.eof": True}))  # fmt: skip
+            "enable.partition.eof": True})  # fmt: skip
         out: list[tuple[SequenceToken, Any]] = []
         try:
             tp = TopicPartition(c.topic, partition, start.offset)
@@ -214,8 +211,8 @@ class PullingAgents:
 
     def _low_watermark(self, partition: int) -> int:
         c = self.config
-        reader = Consumer(_kafka.librdkafka_config(c.kafka_settings(), **{
-            "group.id": f"{c.consumer_group}-probe", "enable.auto.commit": False}))  # fmt: skip
+        reader = _kafka.consumer(c.kafka_settings(), refused=refused("consumer"), **{
+            "group.id": f"{c.consumer_group}-probe", "enable.auto.commit": False})  # fmt: skip
         try:
             low, _high = reader.get_watermark_offsets(TopicPartition(c.topic, partition), timeout=10)
             return int(low)

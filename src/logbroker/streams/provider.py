@@ -20,7 +20,7 @@ from typing import Any, Self
 from confluent_kafka import Consumer, KafkaError, Producer
 
 from logbroker import _kafka
-from logbroker.streams.agent import PullingAgents, build_client
+from logbroker.streams.agent import PullingAgents, refused
 from logbroker.streams.cache import Agent, StreamId
 from logbroker.streams.config import StreamsConfig
 from logbroker.streams.errors import (
@@ -88,9 +88,9 @@ class StreamProvider(ImplicitSubscriptions, PullingAgents):
     async def _start_clients(self) -> None:
         c = self.config
         await asyncio.to_thread(self._ensure_topic)
-        self._producer = build_client(Producer, _kafka.librdkafka_config(
-            c.kafka_settings(), **{"acks": str(c.acks), "linger.ms": c.produce_wait_ms,
-                                   "batch.num.messages": c.produce_batch_size, **c.producer}), "producer")  # fmt: skip
+        self._producer = _kafka.producer(c.kafka_settings(), refused=refused("producer"), **{
+            "acks": str(c.acks), "linger.ms": c.produce_wait_ms, "batch.num.messages": c.produce_batch_size,
+            **c.producer})  # fmt: skip
         self._producer_thread()
         if self.consume:
             self._start_consumer()
