@@ -17,9 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from logbroker_devtools.bench.procstat import cpu_seconds
+from logbroker_devtools.testing.process import BrokerProcess
 
 
 def kcat_produce(bootstrap: str, payload: Path) -> None:
@@ -38,25 +37,6 @@ def kcat_produce(bootstrap: str, payload: Path) -> None:
          "-X", "queue.buffering.max.kbytes=2000000"],
         check=True, timeout=600,
     )  # fmt: skip
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_port(port: int, proc: subprocess.Popen, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"broker exited with {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise TimeoutError("broker did not listen")
 
 
 def _payload(path: Path, mb: int) -> int:
@@ -70,23 +50,12 @@ def _payload(path: Path, mb: int) -> int:
 
 
 @contextlib.contextmanager
-def serve(src: str, fsync: str) -> Iterator[tuple[str, subprocess.Popen]]:
+def serve(src: str, fsync: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """`logbroker serve` from the source tree `src` on a free port and a fresh data dir: (bootstrap, process)."""
-    port = _free_port()
-    data = Path(tempfile.mkdtemp(prefix="lb-cpu-"))
-    env = {**os.environ, "PYTHONPATH": str(Path(src).resolve())}
-    cmd = [sys.executable, "-m", "logbroker", "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", str(data)]
-    proc = subprocess.Popen([*cmd, "--fsync", fsync], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        _wait_port(port, proc)
-        yield f"127.0.0.1:{port}", proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        shutil.rmtree(data, ignore_errors=True)
+    broker = BrokerProcess(extra_args=["--fsync", fsync], env={"PYTHONPATH": str(Path(src).resolve())})
+    with broker as running:  # started on entry; stopped (SIGTERM) and its data dir removed on exit
+        assert running.proc is not None
+        yield running.bootstrap, running.proc
 
 
 def measure_partitions(src: str, records: int, partitions: int, clients: int, fsync: str) -> dict[str, float]:

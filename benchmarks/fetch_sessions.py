@@ -21,30 +21,17 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
-import shutil
 import socket
 import struct
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-TICK = os.sysconf("SC_CLK_TCK")
+from logbroker_devtools.bench.procstat import cpu_seconds
+from logbroker_devtools.testing.process import BrokerProcess, free_port
+
 TOPIC = "wide"
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Client:
@@ -117,11 +104,11 @@ def java_consumer(pid: int, bootstrap: str, metrics_url: str, seconds: int) -> d
     from logbroker_devtools.testing.peers import JavaClientTool
 
     tool = JavaClientTool()
-    f0, c0 = _fetch_requests(metrics_url), _cpu_seconds(pid)
+    f0, c0 = _fetch_requests(metrics_url), cpu_seconds([pid])
     tool.run("consume", "--bootstrap", bootstrap, "--topic", TOPIC, "--partition", "all", "--count", "-1",
              "--timeout-ms", str(seconds * 1000), "--property", "fetch.max.wait.ms=5",
              timeout=seconds + 120)  # fmt: skip
-    f1, c1 = _fetch_requests(metrics_url), _cpu_seconds(pid)
+    f1, c1 = _fetch_requests(metrics_url), cpu_seconds([pid])
     return {"broker_cpu_us_per_fetch": (c1 - c0) / (f1 - f0) * 1e6, "fetches": f1 - f0}
 
 
@@ -129,24 +116,14 @@ def measure(src: str, partitions: int, fetches: int, java: int = 0) -> dict[str,
     import confluent_kafka as ck
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    port, mport = _free_port(), _free_port()
-    data = Path(tempfile.mkdtemp(prefix="lb-sessions-"))
-    env = {**os.environ, "PYTHONPATH": str(Path(src).resolve())}
-    cmd = [sys.executable, "-m", "logbroker", "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", str(data),
-           "--fsync", "never", "--metrics-listen", f"127.0.0.1:{mport}"]  # fmt: skip
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    mport = free_port()
+    broker = BrokerProcess(extra_args=["--fsync", "never", "--metrics-listen", f"127.0.0.1:{mport}"],
+                           env={"PYTHONPATH": str(Path(src).resolve())})  # fmt: skip
     out: dict[str, dict[str, float]] = {}
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("broker did not start") from None
-                time.sleep(0.05)
-        bootstrap = f"127.0.0.1:{port}"
+    with broker:
+        assert broker.proc is not None
+        proc, port = broker.proc, broker.port
+        bootstrap = broker.bootstrap
         admin = AdminClient({"bootstrap.servers": bootstrap})
         admin.create_topics([NewTopic(TOPIC, partitions, 1)])[TOPIC].result(60)
         producer = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
@@ -154,13 +131,13 @@ def measure(src: str, partitions: int, fetches: int, java: int = 0) -> dict[str,
             client = Client(port, partitions)
             client.fetch()  # the first, full fetch (and the session) outside the measurement
             feed = itertools.count()
-            c0, t0 = _cpu_seconds(proc.pid), time.monotonic()
+            c0, t0 = cpu_seconds([proc.pid]), time.monotonic()
             for i in range(fetches):
                 if workload == "fed" and i % 10 == 0:
                     producer.produce(TOPIC, value=b"x" * 100, partition=next(feed) % partitions)
                     producer.flush(10)
                 client.fetch()
-            c1, t1 = _cpu_seconds(proc.pid), time.monotonic()
+            c1, t1 = cpu_seconds([proc.pid]), time.monotonic()
             out[workload] = {
                 "broker_cpu_us_per_fetch": (c1 - c0) / fetches * 1e6,
                 "fetches_per_s": fetches / (t1 - t0),
@@ -172,13 +149,6 @@ def measure(src: str, partitions: int, fetches: int, java: int = 0) -> dict[str,
             client.sock.close()
         if java:
             out["java"] = java_consumer(proc.pid, bootstrap, f"http://127.0.0.1:{mport}", java)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        shutil.rmtree(data, ignore_errors=True)
     return out
 
 
