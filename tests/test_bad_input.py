@@ -316,8 +316,13 @@ def test_unknown_api_key_closes_the_connection(broker: BrokerProcess, witness: W
 
 @pytest.mark.parametrize(
     ("key", "version", "name"),
-    [(3, 14, "MetadataRequest"), (1, 19, "FetchRequest"), (0, 14, "ProduceRequest"), (2, 0, "ListOffsetsRequest")],
-    ids=["Metadata-v14", "Fetch-v19", "Produce-v14", "ListOffsets-v0-below-min"],
+    [
+        (3, 14, "MetadataRequest"),
+        (1, 19, "FetchRequest"),
+        (0, 14, "ProduceRequest"),
+        (23, 1, "OffsetForLeaderEpochRequest"),
+    ],
+    ids=["Metadata-v14", "Fetch-v19", "Produce-v14", "OffsetForLeaderEpoch-v1-below-min"],
 )
 def test_unsupported_version_closes_the_connection(
     broker: BrokerProcess, witness: Witness, key: int, version: int, name: str
@@ -472,16 +477,6 @@ def test_idempotent_sequence_gap_and_retried_duplicate(broker: BrokerProcess, wi
     assert produce(conn, topic, batch(3, b"s3", b"s4")).base_offset == 3
     got = decode_records(fetch(conn, topic, 0).records)
     assert [(r.offset, r.value) for r in got] == [(i, f"s{i}".encode()) for i in range(5)]
-    witness.assert_served()
-
-
-def test_produce_in_an_advertised_but_refused_version(broker: BrokerProcess, witness: Witness, topic: str) -> None:
-    """Produce v0-2 are advertised for old clients' feature probes only: a request in one closes the
-    connection, as Kafka 4 does, and stores nothing."""
-    with Connection(LOOPBACK, broker.port) as old, pytest.raises((ConnectionError, OSError)):
-        produce(old, topic, records(b"old"), version=2)
-    conn = witness.client.conn
-    assert produce(conn, topic, records(b"new")).base_offset == 0
     witness.assert_served()
 
 

@@ -39,7 +39,7 @@ from support import both_targets, create_topic, kafka_peer
 pytestmark = pytest.mark.timeout(300)
 
 T = TypeVar("T")
-APIS = served_apis()
+APIS = served_apis("kafka4")  # compared with Kafka 4.4: logbroker runs with protocol_versions=kafka4
 KEYS = sorted(APIS)
 DEADLINE = 5.0  # seconds an answer (or the close) may take
 # Per API and broker (about 1 ms a frame on logbroker, 2 on Kafka): the whole file stays well under 2 minutes.
@@ -99,7 +99,9 @@ class Target:
 def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     names = Names(tag="fuzz")
     if request.param == "logbroker":
-        proc = BrokerProcess(tmp_path_factory.mktemp("fuzz-broker") / "data")
+        proc = BrokerProcess(
+            tmp_path_factory.mktemp("fuzz-broker") / "data", env={"LOGBROKER_PROTOCOL_VERSIONS": "kafka4"}
+        )  # Kafka 4.4's version table
         proc.start()
         try:
             fuzz.prepare(proc.bootstrap, names)
@@ -649,7 +651,7 @@ def test_versions_kafka_4_no_longer_serves_are_closed(
     request: pytest.FixtureRequest, target: Target, witness: Witness, key: int, version: int
 ) -> None:
     """KIP-896 removed these versions: Kafka 4.4 closes the connection (it still advertises Produce v0-2 for
-    librdkafka's feature probes, but does not serve them); so does logbroker (`rejected_below`)."""
+    librdkafka's feature probes, but does not serve them); so does logbroker with protocol_versions=kafka4."""
     spec = APIS[key]
     body = RequestBuilder(target.names, 100).build(fuzz.RandomEntropy(version), spec, version)
     assert_closed(target, fuzz.frame(spec, version, 5, body))

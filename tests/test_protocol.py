@@ -186,20 +186,31 @@ def assert_same(struct_field: Any, version: int, want: Any, got: Any, path: str)
             assert _norm(f, a) == _norm(f, b), f"{p}: {a!r} != {b!r}"
 
 
-# Every version the broker serves (those advertised for old clients' probes only close the connection).
+# Every version the broker serves (by default the whole protocol history).
 CASES = [(spec.key, v) for spec in sorted(APIS.values(), key=lambda s: s.key)
-         for v in range(max(spec.min_version, spec.rejected_below), spec.max_version + 1)]  # fmt: skip
+         for v in range(spec.min_version, spec.max_version + 1)]  # fmt: skip
 CASE_IDS = [f"{APIS[k].name.removesuffix('Request')}-v{v}" for k, v in CASES]
-PROBE_ONLY = [(spec.key, v) for spec in APIS.values() for v in range(spec.min_version, spec.rejected_below)]
+KAFKA4 = served_apis("kafka4")  # protocol_versions=kafka4
+PROBE_ONLY = [(spec.key, v) for spec in KAFKA4.values() for v in range(spec.min_version, spec.rejected_below)]
+
+
+def test_kafka4_mode_serves_what_kafka_4_serves() -> None:
+    """protocol_versions=kafka4 keeps KIP-896's removals: the pre-0.11 versions of Produce, Fetch, OffsetCommit
+    and OffsetFetch only for old clients' feature probes, and the others not advertised at all."""
+    assert {k for k, s in APIS.items() if s.rejected_below} == set()
+    probes = sorted((k, s.rejected_below) for k, s in KAFKA4.items() if s.rejected_below)
+    assert probes == [(0, 3), (1, 4), (8, 2), (9, 1)]
+    assert all(KAFKA4[k].max_version == s.max_version and KAFKA4[k].min_version >= s.min_version
+               for k, s in APIS.items())  # fmt: skip
 
 
 @pytest.mark.parametrize(("key", "version"), PROBE_ONLY)
 def test_versions_advertised_for_probes_only_close_the_connection(key: int, version: int) -> None:
-    """Kafka 4 advertises Produce v0-2 (and we Fetch v0-3, OffsetCommit v0-1, OffsetFetch v0) for old
-    clients' feature probes, but a request in one closes the connection, unread."""
+    """With protocol_versions=kafka4: Kafka 4 advertises Produce v0-2 (and we Fetch v0-3, OffsetCommit v0-1,
+    OffsetFetch v0) for old clients' feature probes, but a request in one closes the connection, unread."""
     frame = _HDR.pack(key, version, 7) + struct.pack(">h", 1) + b"c" + bytes(64)
     with pytest.raises(ProtocolError, match="advertised but not served"):
-        parse_request(memoryview(frame), APIS)
+        parse_request(memoryview(frame), KAFKA4)
 
 
 def _frame_body(wire: bytes) -> memoryview:
@@ -245,7 +256,7 @@ def test_request_round_trip(key: int, version: int, data: st.DataObject) -> None
     assert req.version_error == want_error
 
 
-PRODUCE_VERSIONS = range(APIS[0].rejected_below, APIS[0].max_version + 1)
+PRODUCE_VERSIONS = range(APIS[0].min_version, APIS[0].max_version + 1)
 
 
 @pytest.mark.parametrize("version", PRODUCE_VERSIONS)

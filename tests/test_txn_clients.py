@@ -285,13 +285,18 @@ def test_kafka_python_send_offsets_to_transaction(target: Target) -> None:
     )
     _fill(target, src, 8)
     c = KafkaConsumer(
-        src,
         bootstrap_servers=target.bootstrap,
         group_id=group,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
         isolation_level="read_committed",
     )
+    # Subscribed before its metadata names the new topic (Kafka's brokers learn of it a moment after the
+    # create returns), kafka-python's range assignor assigns nothing and keeps that for metadata.max.age.ms.
+    deadline = time.monotonic() + 30
+    while not c.partitions_for_topic(src) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    c.subscribe([src])
     p = KafkaProducer(bootstrap_servers=target.bootstrap, transactional_id=unique("kp-tid"))
     try:
         got: list[bytes] = []

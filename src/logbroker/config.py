@@ -254,6 +254,16 @@ class BrokerSettings(BaseSettings):
         "responses of all connections hold more than this",
     )
     fetch_max_bytes: int = Field(55 << 20, ge=1024, description="largest Fetch response (Kafka's fetch.max.bytes)")
+    protocol_versions: Literal["all", "kafka4"] = Field(
+        "all",
+        description="all: every API version Kafka 3.9 serves, the pre-0.11 message formats included (converted "
+        "on produce and fetch); kafka4: only what Kafka 4 serves, refusing the versions KIP-896 removed as it does",
+    )
+    log_message_downconversion_enable: bool = Field(
+        True,
+        description="answer Fetch v0-v3 by converting stored batches to the old message formats (Kafka 3.x's "
+        "log.message.downconversion.enable; per topic: message.downconversion.enable)",
+    )
     fetch_zero_copy_bytes: int = Field(
         64 << 10,
         ge=0,

@@ -2,7 +2,7 @@
 (``logbroker_devtools.testing.peers``) to launch Apache Kafka and the Java client.
 
 ``.ci/fetch-jars`` resolves jars into ``<repo>/.ci/cache/jars/<kind>`` (kinds ``kafka``, ``clients``, ``tools``,
-``spark``); ``$LOGBROKER_JARS_DIR/<kind>`` wins so CI caches and installed packages can point
+``spark``, ``kafka39``); ``$LOGBROKER_JARS_DIR/<kind>`` wins so CI caches and installed packages can point
 elsewhere. Java is looked up on ``JAVA_HOME``, then ``PATH``.
 """
 

@@ -152,6 +152,7 @@ KAFKA_NAMES: Mapping[str, tuple[str, Callable[[str], Any]]] = {
     "producer.id.expiration.ms": ("producer_id_expiration_ms", _int),
     "producer.id.expiration.check.interval.ms": ("producer_id_expiration_check_interval_ms", _int),
     "transaction.max.timeout.ms": ("transaction_max_timeout_ms", _int),
+    "log.message.downconversion.enable": ("log_message_downconversion_enable", _bool),
     "transaction.partition.verification.enable": ("transaction_partition_verification_enable", _bool),
     "transactional.id.expiration.ms": ("transactional_id_expiration_ms", _int),
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (

@@ -68,6 +68,7 @@ def _catalogue() -> dict[str, BrokerConfig]:
         "message.max.bytes": "message_max_bytes",
         "log.message.timestamp.before.max.ms": "message_timestamp_before_max_ms",
         "log.message.timestamp.after.max.ms": "message_timestamp_after_max_ms",
+        "log.message.downconversion.enable": "log_message_downconversion_enable",
         "log.cleanup.policy": "log_cleanup_policy",
         "log.cleaner.delete.retention.ms": "log_cleaner_delete_retention_ms",
         "log.cleaner.min.compaction.lag.ms": "log_cleaner_min_compaction_lag_ms",

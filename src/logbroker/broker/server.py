@@ -93,7 +93,7 @@ class Broker:
 
     def __init__(self, settings: BrokerSettings) -> None:
         self.settings = settings
-        self.context = BrokerContext(settings, served_apis())
+        self.context = BrokerContext(settings, served_apis(settings.protocol_versions))
         self._handlers: dict[int, Handler] = dict(registry())
         self._servers: list[asyncio.base_events.Server] = []
         self.listeners: list[ListenerRuntime] = []

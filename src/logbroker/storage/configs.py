@@ -199,6 +199,10 @@ TOPIC_CONFIGS: dict[str, TopicConfig] = {
                     ("max.decompressed.message.bytes",), at_least(0)),
         TopicConfig("max.message.bytes", ConfigType.INT, "1048588", ("message.max.bytes",), at_least(0),
                     "max_message_bytes", doc="Largest record batch a produce may carry for this topic."),
+        TopicConfig("message.downconversion.enable", ConfigType.BOOLEAN, "true",
+                    ("log.message.downconversion.enable",), None, "downconversion_enable",
+                    doc="Fetch v0-v3 (pre-0.11 readers) get this topic's batches converted to their message "
+                        "format; false: UNSUPPORTED_VERSION for them (Kafka 3.x's config; Kafka 4 removed it)."),
         TopicConfig("message.timestamp.after.max.ms", ConfigType.LONG, "3600000",
                     ("log.message.timestamp.after.max.ms",), at_least(0), "message_timestamp_after_max_ms"),
         TopicConfig("message.timestamp.before.max.ms", ConfigType.LONG, str(LONG_MAX),
@@ -280,6 +284,7 @@ class LogConfig:
     max_message_bytes: int = 1048588
     log_append_time: bool = False  # message.timestamp.type=LogAppendTime
     compression_type: str = "producer"  # compression.type: only producer (batches kept as they arrive)
+    downconversion_enable: bool = True  # message.downconversion.enable: Fetch v0-v3 answered by conversion
     # KIP-937 bounds on a CreateTime record's timestamp against the broker's clock (Kafka 4 defaults).
     message_timestamp_before_max_ms: int = (1 << 63) - 1
     message_timestamp_after_max_ms: int = 3_600_000

@@ -453,6 +453,21 @@ class PartitionLog:
                         return r.offset, r.timestamp
         return None
 
+    def offsets_before(self, timestamp: int, max_count: int) -> list[int]:
+        """ListOffsets v0's answer (Kafka 3.x's legacyFetchOffsetsBefore): segment start offsets, newest
+        first, from the newest segment last modified at or before ``timestamp``; -1 (latest) starts from the
+        log end, -2 (earliest) is the log start offset alone. At most ``max_count`` offsets."""
+        if timestamp == -2:
+            return [self.log_start_offset][:max_count]
+        pairs = [(max(seg.base_offset, self.log_start_offset), seg.modified_ms()) for seg in self.segments]
+        if self.active.size:
+            pairs.append((self.next_offset, _now_ms()))
+        if timestamp == -1:
+            start = len(pairs) - 1
+        else:
+            start = next((i for i in range(len(pairs) - 1, -1, -1) if pairs[i][1] <= timestamp), -1)
+        return [pairs[i][0] for i in range(start, max(start - max_count, -1), -1)]
+
     def max_timestamp(self) -> tuple[int, int]:
         """(offset, timestamp) of the first record carrying the largest timestamp (ListOffsets
         MAX_TIMESTAMP, as Kafka 4): the segment and batch come from the time index, and only that one

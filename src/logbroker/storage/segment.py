@@ -748,6 +748,13 @@ class Segment:
         self._log.close()
         self._close_index_files()
 
+    def modified_ms(self) -> int:
+        """When the segment's file was last written (Kafka's segment lastModified), in ms."""
+        try:
+            return int(os.stat(self.log_path).st_mtime * 1000)
+        except FileNotFoundError:
+            return 0
+
     def delete(self) -> None:
         self.close()
         for p in (self.log_path, self.index_path, self.time_path, self.txn.path, self.quarantine_path):

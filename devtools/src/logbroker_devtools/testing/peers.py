@@ -567,7 +567,7 @@ class KafkaCluster(_Peer):
             raise ValueError("nodes must be >= 1")
         if ports is not None and len(ports) != nodes:
             raise ValueError("ports must list one client port per node")
-        self.jar_dir = Path(jar_dir) if jar_dir is not None else default_jar_dir("kafka")
+        self.jar_dir = Path(jar_dir) if jar_dir is not None else default_jar_dir(self.kind)
         self.node_count = nodes
         self._requested_ports = list(ports) if ports else None
         self.heap = heap
@@ -684,8 +684,8 @@ class KafkaCluster(_Peer):
     # -- lifecycle
 
     def _launch(self) -> None:
-        if not jars_available("kafka", self.jar_dir):
-            raise PeerError(f"no Kafka jars in {self.jar_dir} (run .ci/fetch-jars)")
+        if not jars_available(self.kind, self.jar_dir):
+            raise PeerError(f"no Kafka jars in {self.jar_dir} (run .ci/fetch-jars {self.kind})")
         tmp = self._make_tmpdir(self.base_dir)
         extra_names = list(self.extra_listeners)
         per_node = 2 + len(extra_names)
@@ -777,6 +777,36 @@ class KafkaPeer(KafkaCluster):
     @property
     def port(self) -> int:
         return self.nodes[0].port
+
+
+_LOG4J1 = """\
+log4j.rootLogger={level}, out
+log4j.appender.out=org.apache.log4j.ConsoleAppender
+log4j.appender.out.Target=System.out
+log4j.appender.out.layout=org.apache.log4j.PatternLayout
+log4j.appender.out.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.org.apache.kafka.common.config.AbstractConfig=WARN
+"""
+
+
+class Kafka39Peer(KafkaPeer):
+    """Single-node Apache Kafka 3.9 (KRaft): the reference for the protocol versions Kafka 4 removed
+    (message formats 0 and 1, Fetch v0-3, ListOffsets v0, ...). Jars: ``.ci/fetch-jars kafka39``. It logs
+    through reload4j (log4j 1.2), and share groups do not exist there."""
+
+    kind = "kafka39"
+
+    def _base_properties(self, node: _KafkaNode, voters: str) -> dict[str, object]:
+        props = super()._base_properties(node, voters)
+        for key in [k for k in props if k.startswith("share.")]:
+            del props[key]
+        (node.dir / "log4j.properties").write_text(_LOG4J1.format(level=self.log_level.upper()))
+        return props
+
+    def _java_argv(self, node: _KafkaNode, main: str, heap: str, extra: Sequence[str]) -> list[str]:
+        argv = super()._java_argv(node, main, heap, extra)
+        return [a if not a.startswith("-Dlog4j2.configurationFile=") else
+                f"-Dlog4j.configuration=file:{node.dir / 'log4j.properties'}" for a in argv]  # fmt: skip
 
 
 # ------------------------------------------------------------------ Java client tool

@@ -22,6 +22,7 @@ def registry() -> Mapping[int, Handler]:
     return registered()
 
 
-def served_apis() -> Mapping[int, ApiSpec]:
-    """The version table this broker advertises in ApiVersions and accepts requests in."""
-    return MappingProxyType({key: h.spec for key, h in sorted(registry().items())})
+def served_apis(versions: str = "all") -> Mapping[int, ApiSpec]:
+    """The version table this broker advertises in ApiVersions and accepts requests in: every version the
+    handlers serve, or (``versions="kafka4"``) only what Kafka 4 still serves."""
+    return MappingProxyType({key: h.served(versions) for key, h in sorted(registry().items())})

@@ -16,7 +16,14 @@ partition TOPIC_AUTHORIZATION_FAILED without it).
 v13+ name topics by id (KIP-516): ids are resolved to names before anything else, and a partition whose
 id is unknown is answered UNKNOWN_TOPIC_ID, as Kafka does (a zero id fails the whole request there).
 v14-18 add only what followers and KRaft voters use (tiered storage, replica state, directory ids, high
-watermarks) and change nothing for a consumer; v15+ carry the replica id in ReplicaState."""
+watermarks) and change nothing for a consumer; v15+ carry the replica id in ReplicaState.
+
+v0-v3 come from clients older than Kafka 0.11, which read message formats 0 (v0-v1) and 1 (v2-v3): what is
+read is converted (`protocol/legacy.py`: headers dropped, offsets and format-1 timestamps kept, control
+batches left out) unless the topic's message.downconversion.enable is false (UNSUPPORTED_VERSION), as
+Kafka 3.x does. They have no isolation level, so aborted records reach them, as from Kafka 3.x. The first
+batch of an answer is sent whole even past partition_max_bytes, where Kafka 3.x cuts v0-v2 answers at
+that size and a too-large first batch leaves the client stuck."""
 
 from __future__ import annotations
 
@@ -29,7 +36,8 @@ from typing import Any
 
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
-from logbroker.protocol.records import last_offset_of
+from logbroker.protocol.legacy import down_convert
+from logbroker.protocol.records import InvalidBatch, last_offset_of
 
 from ..auth.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..context import BrokerContext
@@ -43,9 +51,10 @@ R = API.response
 TR = R.FetchableTopicResponse
 PD = TR.PartitionData
 AT = PD.AbortedTransaction
+LAST_LEGACY_VERSION = 3  # Fetch v0-v1 read message format 0, v2-v3 format 1
 
 
-@handles(ApiKey.Fetch, 0, 18, rejected_below=4, exclusive=True)
+@handles(ApiKey.Fetch, 0, 18, kafka4_min=4, kafka4_advertises=True, exclusive=True)
 async def handle(ctx: BrokerContext, req: Request) -> R:
     body = req.body
     deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000
@@ -154,6 +163,10 @@ def _collect(
     topics = []
     committed = version >= 4 and body.isolation_level == 1
     zero_copy = ctx.settings.fetch_zero_copy_bytes  # see docs/design.md, "The produce and fetch paths"
+    legacy_magic = 0 if version <= 1 else 1 if version <= LAST_LEGACY_VERSION else None
+    if legacy_magic is not None:
+        zero_copy = 0  # converted in memory
+    consumer = legacy_magic is not None and body.replica_id < 0
     by_id = version >= TOPIC_IDS_FROM
     for t in body.topics if fetching is None else fetching:  # a session's partitions, or the request's
         if by_id and (id_error := _id_error(ctx, t)):
@@ -175,6 +188,8 @@ def _collect(
                 # A topic on disk that cannot be served answers as Kafka does for a partition on a failed
                 # log directory.
                 missing = E.KAFKA_STORAGE_ERROR if ctx.topics.unavailable(t.topic) else E.UNKNOWN_TOPIC_OR_PARTITION
+                if missing == E.KAFKA_STORAGE_ERROR and version <= 5:  # as Kafka answers clients of those versions
+                    missing = E.NOT_LEADER_OR_FOLLOWER
                 errors.append(missing)
                 parts.append(_pd(p.partition, missing))
                 continue
@@ -183,6 +198,10 @@ def _collect(
             if version >= 9 and p.current_leader_epoch > 0:
                 errors.append(E.UNKNOWN_LEADER_EPOCH)
                 parts.append(_pd(p.partition, E.UNKNOWN_LEADER_EPOCH, hwm, plog.log_start_offset, lso))
+                continue
+            if consumer and not plog.config.downconversion_enable:
+                errors.append(E.UNSUPPORTED_VERSION)  # message.downconversion.enable=false, as Kafka 3.x
+                parts.append(_pd(p.partition, E.UNSUPPORTED_VERSION, hwm, plog.log_start_offset, lso))
                 continue
             data: bytes | memoryview | FileRange = b""
             try:
@@ -200,6 +219,13 @@ def _collect(
                 errors.append(E.OFFSET_OUT_OF_RANGE)
                 parts.append(_pd(p.partition, E.OFFSET_OUT_OF_RANGE, hwm, plog.log_start_offset, lso))
                 continue
+            if legacy_magic is not None and len(data):
+                try:
+                    data = down_convert(data, legacy_magic, p.fetch_offset)  # type: ignore[arg-type]
+                except InvalidBatch as exc:  # a zstd batch first: no old format can carry it
+                    errors.append(exc.error)
+                    parts.append(_pd(p.partition, exc.error, hwm, plog.log_start_offset, lso))
+                    continue
             aborted = None
             if committed:
                 aborted = []

@@ -1,5 +1,7 @@
 """ListOffsets (2): earliest (-2), latest (-1; the last stable offset under read_committed), max timestamp (-3,
 v7+), earliest local (-4, v8+), latest tiered (-5, v9+), earliest pending upload (-6, v11+), by timestamp.
+v0 (clients before Kafka 0.10.1) asks for up to `max_num_offsets` segment start offsets instead, answered
+as Kafka 3.x answers it (`PartitionLog.offsets_before`).
 
 Without tiered storage, as on a Kafka 4.4 broker without it: -4 is -2, and -5 and -6 find nothing (offset,
 timestamp and leader epoch -1, no error). v10 adds a timeout for remote-storage lookups, unused here.
@@ -34,13 +36,14 @@ SPECIAL_SINCE = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LA
 TIERED = (LATEST_TIERED, EARLIEST_PENDING_UPLOAD)  # nothing is tiered here: no offset to answer
 
 
-@handles(ApiKey.ListOffsets, 1, 11)
+@handles(ApiKey.ListOffsets, 0, 11, kafka4_min=1)
 def handle(ctx: BrokerContext, req: Request) -> R:
     v = req.version
     body = req.body
 
     def error(p: Any, code: int) -> Any:
-        return PR(partition_index=p.partition_index, error_code=code, timestamp=-1, offset=-1, leader_epoch=-1)
+        return PR(partition_index=p.partition_index, error_code=code, timestamp=-1, offset=-1, leader_epoch=-1,
+                  old_style_offsets=[])  # fmt: skip
 
     if v >= 2 and body.isolation_level not in (0, 1):
         # Kafka fails every partition (the isolation level does not parse), keeping the request's shape.
@@ -57,6 +60,8 @@ def handle(ctx: BrokerContext, req: Request) -> R:
 
     def answer(plog: PartitionLog, p: Any) -> Any:
         ts = p.timestamp
+        if v == 0:
+            return answer_v0(plog, p)
         if v >= 4:
             code = leader_epoch_error(p.current_leader_epoch)
             if code is not None:
@@ -79,6 +84,15 @@ def handle(ctx: BrokerContext, req: Request) -> R:
         return PR(
             partition_index=p.partition_index, error_code=0, timestamp=stamp, offset=offset, leader_epoch=leader_epoch
         )
+
+    def answer_v0(plog: PartitionLog, p: Any) -> Any:
+        if p.max_num_offsets < 0:  # Kafka fails to size its answer: an unexpected error
+            return error(p, E.UNKNOWN_SERVER_ERROR)
+        offsets = plog.offsets_before(p.timestamp, p.max_num_offsets)
+        high = plog.next_offset
+        if body.replica_id == -1 and any(o > high for o in offsets):  # a consumer never gets past the HW
+            offsets = [high, *(o for o in offsets if o <= high)]
+        return PR(partition_index=p.partition_index, error_code=0, old_style_offsets=offsets)
 
     forbidden: list[Any] = []
     asked_topics = body.topics

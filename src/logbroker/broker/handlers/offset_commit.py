@@ -3,6 +3,9 @@
 As in Kafka, any group id is accepted (the empty one too), a commit from outside a generation creates a
 "simple" group, and v2-4's `retention_time_ms` gives the offsets an explicit expiry. v10 names topics by
 id: an unknown one is UNKNOWN_TOPIC_ID on each of its partitions, before anything else is looked at.
+v0 (clients of Kafka 0.8.1, whose brokers kept these offsets in ZooKeeper) commits as a member-less v1
+commit does: accepted for an empty or simple group, UNKNOWN_MEMBER_ID while the group has members. Kafka
+3.9 in KRaft mode answers v0 UNSUPPORTED_VERSION; logbroker keeps such offsets with the group's others.
 
 With an authorizer (Kafka's KafkaApis order): without READ on the group every partition is answered
 GROUP_AUTHORIZATION_FAILED and nothing is looked at; then a topic without READ is TOPIC_AUTHORIZATION_FAILED
@@ -31,7 +34,7 @@ TR = R.OffsetCommitResponseTopic
 PR = TR.OffsetCommitResponsePartition
 
 
-@handles(ApiKey.OffsetCommit, 0, 10, rejected_below=2)
+@handles(ApiKey.OffsetCommit, 0, 10, kafka4_min=2, kafka4_advertises=True)
 async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     b = req.body
     v = req.version
@@ -84,8 +87,10 @@ async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
             else:
                 err = E.NONE
                 epoch = p.committed_leader_epoch if v >= 6 else -1
+                # v1 carries the commit's time (-1: now), kept as given: expiry counts from it.
+                stamp = p.commit_timestamp if v == 1 and p.commit_timestamp != -1 else now
                 accepted[(t.name, p.partition_index)] = Committed(
-                    p.committed_offset, epoch, p.committed_metadata, now, expire_ms
+                    p.committed_offset, epoch, p.committed_metadata, stamp, expire_ms
                 )
             parts.append(PR(partition_index=p.partition_index, error_code=int(err)))
         topics.append(TR(name=t.name, topic_id=t.topic_id, partitions=parts))

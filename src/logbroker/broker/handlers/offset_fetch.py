@@ -79,7 +79,7 @@ def _topic_id(ctx: BrokerContext, name: Any, ids: dict[str, Any]) -> Any:
     return ids.get(name) or topic_id_of(ctx, name)
 
 
-@handles(ApiKey.OffsetFetch, 0, 10, rejected_below=1)
+@handles(ApiKey.OffsetFetch, 0, 10, kafka4_min=1, kafka4_advertises=True)
 def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     b = req.body
     stable = req.version >= 7 and bool(b.require_stable)

@@ -6,6 +6,9 @@ first batch of every partition is looked at before anything else, then each part
 magic, then (over every partition still in play) whether a batch is too short to read at all, and only
 then, partition by partition, the batch header and every record. Nothing is appended before the
 request-wide checks have passed, so a request Kafka fails as a whole stores nothing.
+
+Produce v0-v2 (clients from before Kafka 0.11) send message sets of magic 0 or 1: each partition's set
+becomes one v2 batch first (`protocol/legacy.py`, Kafka 3.9's rules and codes), then goes the same way.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 
 from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
+from logbroker.protocol.legacy import records_magic, to_batch
 from logbroker.protocol.produce import FIRST_TOPIC_ID_VERSION, partition_response
 from logbroker.protocol.records import ATTRIBUTES, HEADER_SIZE, PRODUCER_ID, TRANSACTIONAL_FLAG, InvalidBatch
 from logbroker.protocol.validate import RequestRefused, first_batch_is_transactional, short_first_batch, single_batch
@@ -37,6 +41,7 @@ RecordError = PR.BatchIndexAndErrorMessage
 YIELD_AFTER_BYTES = 256 << 10
 _PID_EPOCH = struct.Struct(">qh")
 ADMIN_CLIENT_ID = "__admin_client"  # Kafka lets only this client id append to its internal topics
+LAST_LEGACY_VERSION = 2  # Produce v0-v2 may carry message sets of magic 0 and 1
 
 
 def _name(error: int) -> str:
@@ -86,7 +91,7 @@ def _refuse_request(ctx: BrokerContext, req: Request, error: E, message: str | N
     return _error_response(req.body, error, message)
 
 
-@handles(ApiKey.Produce, 0, 13, rejected_below=3)
+@handles(ApiKey.Produce, 0, 13, kafka4_min=3, kafka4_advertises=True)
 async def handle(ctx: BrokerContext, req: Request) -> Any:
     body = req.body
     by_id = req.version >= FIRST_TOPIC_ID_VERSION
@@ -171,16 +176,30 @@ async def handle(ctx: BrokerContext, req: Request) -> Any:
                 parts.append(_part(p.index, E.INVALID_RECORD, message="produce request without records"))
                 failed = True
                 continue
+            records = p.records
             try:
-                size = single_batch(p.records, req.version)
+                if req.version <= LAST_LEGACY_VERSION and records_magic(records) in (0, 1):
+                    # A pre-0.11 message set: stored as one v2 batch, as Kafka 3.x's LogValidator does.
+                    cfg, most = plog.config, ctx.settings.socket_request_max_bytes
+                    records = memoryview(
+                        to_batch(
+                            records,
+                            log_append_time=cfg.log_append_time,
+                            max_message_bytes=cfg.max_message_bytes,
+                            max_inflated_bytes=most,
+                        )
+                    )
+                size = single_batch(records, req.version)
             except InvalidBatch as exc:
                 log.info("refused produce to %s-%d: %s", t.name, p.index, exc)
-                parts.append(_part(p.index, exc.error, message=str(exc)))
+                parts.append(_part(p.index, exc.error, message=str(exc),
+                                   record_errors=[RecordError(batch_index=i, batch_index_error_message=m)
+                                                  for i, m in exc.record_errors]))  # fmt: skip
                 failed = True
                 continue
             except RequestRefused as exc:
                 return _refuse_request(ctx, req, exc.error, exc.message)
-            accepted.append((parts, len(parts), t.name, p.index, plog, p.records, size))
+            accepted.append((parts, len(parts), t.name, p.index, plog, records, size))
             parts.append(None)  # filled in by stage 4
         responses.append(TR(name=t.name, topic_id=t.topic_id, partition_responses=parts))
 

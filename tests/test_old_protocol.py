@@ -1,0 +1,272 @@
+"""The protocol before Kafka 0.11 on a real broker: Produce v0-v2 with magic 0/1 message sets, Fetch v0-v3
+answered in those formats, ListOffsets v0, OffsetCommit v0-v1 and OffsetFetch v0, through the project's
+codec and through real clients (kafka-python speaking as a 0.9 / 0.10 client; confluent-kafka as a modern
+one on the same topics). protocol_versions=kafka4 refuses them as Kafka 4 does."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.record.legacy_records import LegacyRecordBatchBuilder
+from kafka.record.memory_records import MemoryRecords
+
+from logbroker.jars import jars_available
+from logbroker.protocol import ApiKey, api
+from logbroker.protocol import ErrorCode as E
+from logbroker.protocol.records import Compression, NewRecord, build_batch
+from logbroker_devtools.client.connection import Connection
+from logbroker_devtools.testing.peers import Kafka39Peer, java_available
+from logbroker_devtools.testing.process import BrokerProcess
+from support import create_topic, missing_tool, unique
+
+P = api(ApiKey.Produce).request
+F = api(ApiKey.Fetch).request
+L = api(ApiKey.ListOffsets).request
+OC = api(ApiKey.OffsetCommit).request
+OF = api(ApiKey.OffsetFetch).request
+
+
+@pytest.fixture(scope="module", params=["logbroker", "kafka39"])
+def old(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """logbroker, and Apache Kafka 3.9 (the last to serve these versions) as the reference: every exchange
+    here is asserted on both."""
+    if request.param == "kafka39":
+        if not java_available() or not jars_available("kafka39"):
+            missing_tool("Kafka 3.9 needs java and .ci/fetch-jars kafka39")
+        with Kafka39Peer() as peer:
+            yield SimpleNamespace(name="kafka39", bootstrap=peer.bootstrap, port=peer.port)
+        return
+    proc = BrokerProcess(tmp_path_factory.mktemp("old-protocol") / "data", extra_args=["--num-partitions", "1"])
+    proc.start()
+    yield SimpleNamespace(name="logbroker", bootstrap=proc.bootstrap, port=proc.port)
+    assert proc.stop() == 0, proc.log_tail()
+
+
+def connect(broker: Any) -> Connection:
+    return Connection("127.0.0.1", broker.port, "old-client")
+
+
+def legacy_set(magic: int, codec: int, values: list[bytes], ts: int = 0) -> bytes:
+    b = LegacyRecordBatchBuilder(magic, codec, 1 << 30)
+    for i, v in enumerate(values):
+        b.append(i, ts or None, b"k%d" % i, v)
+    return bytes(b.build())
+
+
+def produce(c: Connection, version: int, topic: str, records: bytes, acks: int = -1) -> Any:
+    part = P.TopicProduceData.PartitionProduceData(index=0, records=records)
+    resp = c.do(P(acks=acks, timeout_ms=5000, topic_data=[P.TopicProduceData(name=topic, partition_data=[part])]),
+                version)  # fmt: skip
+    return resp.responses[0].partition_responses[0]
+
+
+def fetch(c: Connection, version: int, topic: str, offset: int, max_bytes: int = 1 << 20) -> Any:
+    part = F.FetchTopic.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=max_bytes)
+    resp = c.do(F(replica_id=-1, max_wait_ms=100, min_bytes=1, max_bytes=max_bytes,
+                  topics=[F.FetchTopic(topic=topic, partitions=[part])]), version)  # fmt: skip
+    return resp.responses[0].partitions[0]
+
+
+def read_all(c: Connection, version: int, topic: str, end: int) -> list[Any]:
+    """Every message up to offset `end`, fetched as an old consumer does: from the offset after the last
+    one it got (an answer holds about as many bytes as were read, so a converted one may stop early)."""
+    out: list[Any] = []
+    offset = 0
+    while offset < end:
+        got = fetch(c, version, topic, offset)
+        assert got.error_code == 0 and got.high_watermark == end
+        new = [r for r in legacy_records(got.records) if r[1] >= offset]
+        assert new, f"no progress at offset {offset}"
+        out += new
+        offset = new[-1][1] + 1
+    return out
+
+
+def legacy_records(data: bytes) -> list[tuple[int, int, int | None, bytes | None, bytes | None]]:
+    out = []
+    records = MemoryRecords(bytes(data))
+    while records.has_next():
+        batch = records.next_batch()
+        for r in batch:
+            out.append((batch.magic, r.offset, r.timestamp, r.key, r.value))
+    return out
+
+
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.GZIP, Compression.SNAPPY, Compression.LZ4])
+@pytest.mark.parametrize(("produce_version", "magic"), [(0, 0), (1, 0), (2, 1)])
+def test_old_produce_and_fetch_in_every_format(old: Any, produce_version: int, magic: int,
+                                               codec: int) -> None:  # fmt: skip
+    """A set of each magic and codec is stored and read back by every fetch version: magic 0 by v0-v1,
+    magic 1 (timestamps kept) by v2-v3, v2 batches by v4+; offsets assigned by the broker."""
+    topic = unique("old")
+    create_topic(old.bootstrap, topic)
+    ts = int(time.time() * 1000) - 5000
+    with connect(old) as c:
+        first = produce(c, produce_version, topic, legacy_set(magic, codec, [b"a", b"b", b"c"], ts))
+        assert first.error_code == 0 and first.base_offset == 0
+        second = produce(c, produce_version, topic, legacy_set(magic, codec, [b"d"], ts))
+        assert second.error_code == 0 and second.base_offset == 3
+        for version, want_magic in ((0, 0), (1, 0), (2, 1), (3, 1)):
+            got = read_all(c, version, topic, 4)
+            stamps = None if want_magic == 0 else (ts if magic == 1 else -1)
+            keys = [b"k0", b"k1", b"k2", b"k0"]
+            assert got == [(want_magic, i, stamps, keys[i], v) for i, v in enumerate([b"a", b"b", b"c", b"d"])]
+        modern = fetch(c, 11, topic, 0)
+        assert modern.error_code == 0 and bytes(modern.records)[16] == 2  # stored as v2 batches
+
+
+def test_refused_message_sets_are_answered_with_kafka_s_codes_and_nothing_is_stored(old: Any) -> None:
+    topic = unique("bad")
+    create_topic(old.bootstrap, topic)
+    good = legacy_set(1, Compression.NONE, [b"x"])
+    corrupt = bytearray(good)
+    corrupt[-1] ^= 0xFF
+    with connect(old) as c:
+        assert produce(c, 2, topic, bytes(corrupt)).error_code == E.CORRUPT_MESSAGE
+        assert produce(c, 2, topic, good + legacy_set(0, Compression.NONE, [b"y"])).error_code == E.INVALID_RECORD
+        wrapper = legacy_set(1, Compression.GZIP, [b"z"])
+        assert produce(c, 1, topic, wrapper + wrapper).error_code == E.INVALID_RECORD
+        assert fetch(c, 3, topic, 0).high_watermark == 0
+        # A v2 batch in a v0-v2 request is taken as it is (Kafka checks the magic only from v3 on).
+        assert produce(c, 2, topic, build_batch([NewRecord(b"k", b"v2")])).error_code == 0
+        assert legacy_records(fetch(c, 2, topic, 0).records)[0][3:] == (b"k", b"v2")
+
+
+def test_headers_are_dropped_and_control_batches_left_out_for_old_readers(old: Any) -> None:
+    """A transaction written by a modern producer: old readers get its records (no isolation level before
+    Fetch v4, as from Kafka 3.x) without headers, and never the commit marker."""
+    topic = unique("txn")
+    create_topic(old.bootstrap, topic)
+    p = Producer({"bootstrap.servers": old.bootstrap, "transactional.id": unique("tid")})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce(topic, key=b"k%d" % i, value=b"v%d" % i, headers=[("h", b"x")])
+    p.commit_transaction(30)
+    with connect(old) as c:
+        got = legacy_records(fetch(c, 3, topic, 0).records)
+    assert [(o, k, v) for _m, o, _t, k, v in got] == [(i, b"k%d" % i, b"v%d" % i) for i in range(3)]
+
+
+def test_a_v0_producer_and_a_modern_consumer_and_the_reverse(old: Any) -> None:
+    topic = unique("mixed")
+    create_topic(old.bootstrap, topic)
+    with connect(old) as c:
+        assert produce(c, 0, topic, legacy_set(0, Compression.SNAPPY, [b"old-1", b"old-2"])).error_code == 0
+    p = Producer({"bootstrap.servers": old.bootstrap, "compression.type": "lz4"})
+    p.produce(topic, key=b"k9", value=b"new-1", headers=[("h", b"dropped for old readers")])
+    p.flush(30)
+    consumer = Consumer({"bootstrap.servers": old.bootstrap, "group.id": unique("g"), "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})  # fmt: skip
+    consumer.subscribe([topic])
+    seen: list[tuple[int, bytes | None]] = []
+    deadline = time.monotonic() + 30
+    while len(seen) < 3 and time.monotonic() < deadline:
+        m = consumer.poll(0.5)
+        if m is not None and m.error() is None:
+            seen.append((m.offset(), m.value()))
+    consumer.close()
+    assert seen == [(0, b"old-1"), (1, b"old-2"), (2, b"new-1")]
+    with connect(old) as c:
+        assert [(o, v) for _m, o, _t, _k, v in legacy_records(fetch(c, 1, topic, 0).records)] == seen
+
+
+@pytest.mark.parametrize(("api_version", "compression"), [((0, 9), "gzip"), ((0, 9), "lz4"), ((0, 10), None),
+                                                          ((0, 10), "snappy")])  # fmt: skip
+def test_kafka_python_as_an_old_client_produces_consumes_and_commits(old: Any, api_version: tuple[int, int],
+                                                                     compression: str | None) -> None:  # fmt: skip
+    """kafka-python told the broker is 0.9 (magic 0, Fetch v1, ListOffsets v0) or 0.10 (magic 1, Fetch v2):
+    1,000 keyed messages out, read back from offset 0 in a group, committed and fetched back."""
+    topic, group = unique("kp"), unique("g")
+    p = KafkaProducer(bootstrap_servers=old.bootstrap, api_version=api_version, compression_type=compression)
+    for i in range(1000):
+        p.send(topic, key=b"key-%d" % i, value=b"value-%d" % i)
+    p.flush(30)
+    p.close()
+    c = KafkaConsumer(topic, bootstrap_servers=old.bootstrap, api_version=api_version, group_id=group,
+                      auto_offset_reset="earliest", enable_auto_commit=False, consumer_timeout_ms=10_000)  # fmt: skip
+    got = [(m.offset, m.key, m.value) for m in c]
+    assert got == [(i, b"key-%d" % i, b"value-%d" % i) for i in range(1000)]
+    c.commit()
+    assert c.committed(TopicPartition(topic, 0)) == 1000
+    c.close()
+
+
+def test_list_offsets_v0_answers_segment_starts_newest_first(old: Any) -> None:
+    topic = unique("lo")
+    create_topic(old.bootstrap, topic)
+    with connect(old) as c:
+        for _ in range(3):
+            assert produce(c, 2, topic, legacy_set(1, Compression.NONE, [b"x", b"y"])).error_code == 0
+
+        def offsets(ts: int, n: int) -> tuple[int, list[int]]:
+            part = L.ListOffsetsTopic.ListOffsetsPartition(partition_index=0, timestamp=ts, max_num_offsets=n)
+            r = c.do(L(replica_id=-1, topics=[L.ListOffsetsTopic(name=topic, partitions=[part])]), 0)
+            row = r.topics[0].partitions[0]
+            return row.error_code, list(row.old_style_offsets)
+
+        assert offsets(-1, 1) == (0, [6])
+        assert offsets(-1, 10) == (0, [6, 0])  # the log end, then the one segment's start
+        assert offsets(-2, 10) == (0, [0])
+        assert offsets(-1, 0) == (0, [])
+        assert offsets(1, 10) == (0, [])  # nothing was written by then
+        assert offsets(int(time.time() * 1000) + 60_000, 10) == (0, [6, 0])
+        assert offsets(-3, 1)[0] == E.UNSUPPORTED_VERSION
+        assert offsets(-1, -1)[0] == E.UNKNOWN_SERVER_ERROR
+
+
+def test_offset_commit_v0_v1_and_offset_fetch_v0(old: Any) -> None:
+    """v1 commits as Kafka 3.9 does (a member-less commit to an empty group; its own timestamp). v0 (0.8.1
+    clients) went to ZooKeeper: Kafka 3.9 in KRaft mode answers UNSUPPORTED_VERSION, logbroker keeps such
+    commits with the group's offsets (a deliberate difference: those clients work)."""
+    topic, group = unique("oc"), unique("g")
+    create_topic(old.bootstrap, topic)
+    part = OC.OffsetCommitRequestTopic.OffsetCommitRequestPartition
+    with connect(old) as c:
+        r0 = c.do(OC(group_id=group, topics=[OC.OffsetCommitRequestTopic(name=topic, partitions=[
+            part(partition_index=0, committed_offset=5, committed_metadata="zero")])]), 0)  # fmt: skip
+        if old.name == "kafka39":
+            assert r0.topics[0].partitions[0].error_code == E.UNSUPPORTED_VERSION
+            row = part(partition_index=0, committed_offset=5, commit_timestamp=-1, committed_metadata="zero")
+            r0 = c.do(OC(group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                         topics=[OC.OffsetCommitRequestTopic(name=topic, partitions=[row])]), 1)  # fmt: skip
+        assert r0.topics[0].partitions[0].error_code == 0
+
+        def fetched(version: int) -> tuple[int, int, str]:
+            r = c.do(OF(group_id=group, topics=[OF.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])]),
+                     version)  # fmt: skip
+            row = r.topics[0].partitions[0]
+            return row.error_code, row.committed_offset, row.metadata
+
+        assert fetched(1) == fetched(5) == (0, 5, "zero")
+        v0 = (E.UNSUPPORTED_VERSION, -1, "") if old.name == "kafka39" else (0, 5, "zero")
+        assert fetched(0) == v0
+        row = part(partition_index=0, committed_offset=7, commit_timestamp=1234, committed_metadata="one")
+        r1 = c.do(OC(group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                     topics=[OC.OffsetCommitRequestTopic(name=topic, partitions=[row])]), 1)  # fmt: skip
+        assert r1.topics[0].partitions[0].error_code == 0
+        assert fetched(1) == (0, 7, "one")
+
+
+def test_downconversion_can_be_turned_off_per_topic(old: Any) -> None:
+    topic = unique("noconv")
+    create_topic(old.bootstrap, topic, config={"message.downconversion.enable": "false"})
+    with connect(old) as c:
+        assert produce(c, 2, topic, legacy_set(1, Compression.NONE, [b"x"])).error_code == 0
+        assert fetch(c, 3, topic, 0).error_code == E.UNSUPPORTED_VERSION
+        assert fetch(c, 4, topic, 0).error_code == 0
+
+
+def test_kafka4_mode_closes_the_connection_on_removed_versions(tmp_path: Any) -> None:
+    broker = BrokerProcess(tmp_path / "data", env={"LOGBROKER_PROTOCOL_VERSIONS": "kafka4"})
+    with broker, connect(broker) as c:
+        versions = c.versions
+        assert versions[ApiKey.Produce][0] == 0 and versions[ApiKey.ListOffsets][0] == 1
+        with pytest.raises(Exception, match=r"clos|reset|broken"):
+            produce(c, 2, unique("k4"), legacy_set(1, Compression.NONE, [b"x"]))
