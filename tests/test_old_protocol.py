@@ -21,6 +21,7 @@ from logbroker.protocol import ApiKey, api
 from logbroker.protocol import ErrorCode as E
 from logbroker.protocol.records import Compression, NewRecord, build_batch
 from logbroker_devtools.client.connection import Connection
+from logbroker_devtools.testing.old_clients import ToolMissing, sarama_round_trip
 from logbroker_devtools.testing.peers import Kafka39Peer, java_available
 from logbroker_devtools.testing.process import BrokerProcess
 from support import create_topic, missing_tool, unique
@@ -198,6 +199,21 @@ def test_kafka_python_as_an_old_client_produces_consumes_and_commits(old: Any, a
     c.close()
 
 
+@pytest.mark.parametrize(("version", "compression"), [("0.9.0.0", "snappy"), ("0.10.2.0", "gzip")])
+def test_sarama_as_an_old_client_produces_consumes_and_commits(old: Any, version: str, compression: str) -> None:
+    """sarama (Go) with Version = V0_9_0_0 (partition consumer and offset manager: sarama joins groups only
+    from 0.10.2) and V0_10_2_0 (a consumer group): 1,000 keyed messages out, all read back from the oldest
+    offset, the commit read back."""
+    try:
+        report = sarama_round_trip(old.bootstrap, version, unique("sarama"), unique("g"), 1000, compression)
+    except ToolMissing as exc:
+        missing_tool(str(exc))
+    want = [(0, i, f"key-{i}", f"value-{i}") for i in range(1000)]
+    assert [(r["partition"], r["offset"], r["key"], r["value"]) for r in report["produced"]] == want
+    assert [(r["partition"], r["offset"], r["key"], r["value"]) for r in report["consumed"]] == want
+    assert report["committed"] == 1000
+
+
 def test_list_offsets_v0_answers_segment_starts_newest_first(old: Any) -> None:
     topic = unique("lo")
     create_topic(old.bootstrap, topic)
@@ -252,6 +268,35 @@ def test_offset_commit_v0_v1_and_offset_fetch_v0(old: Any) -> None:
                      topics=[OC.OffsetCommitRequestTopic(name=topic, partitions=[row])]), 1)  # fmt: skip
         assert r1.topics[0].partitions[0].error_code == 0
         assert fetched(1) == (0, 7, "one")
+
+
+def test_a_0_8_2_commit_with_generation_0_as_kpax_sends_it(old: Any) -> None:
+    """kpax (a 0.8.2 client) commits with OffsetCommit v1, generation 0 and no member id. Kafka 3.9 refuses it
+    for a group it does not know (ILLEGAL_GENERATION, since 0.9); logbroker takes it as a member-less commit,
+    as 0.8.2 brokers did, so kpax can commit. Both refuse it while the group has members."""
+    topic, group = unique("kpax"), unique("g")
+    create_topic(old.bootstrap, topic)
+    part = OC.OffsetCommitRequestTopic.OffsetCommitRequestPartition
+    row = part(partition_index=0, committed_offset=3, commit_timestamp=int(time.time() * 1000))
+
+    def commit(c: Connection, group: str) -> int:
+        r = c.do(OC(group_id=group, generation_id_or_member_epoch=0, member_id="",
+                    topics=[OC.OffsetCommitRequestTopic(name=topic, partitions=[row])]), 1)  # fmt: skip
+        return int(r.topics[0].partitions[0].error_code)
+
+    with connect(old) as c:
+        assert commit(c, group) == (E.ILLEGAL_GENERATION if old.name == "kafka39" else 0)
+    busy = unique("busy")
+    consumer = Consumer({"bootstrap.servers": old.bootstrap, "group.id": busy, "session.timeout.ms": 10_000})
+    consumer.subscribe([topic])
+    deadline = time.monotonic() + 30
+    while not consumer.assignment() and time.monotonic() < deadline:
+        consumer.poll(0.2)
+    try:
+        with connect(old) as c:
+            assert commit(c, busy) == E.UNKNOWN_MEMBER_ID
+    finally:
+        consumer.close()
 
 
 def test_downconversion_can_be_turned_off_per_topic(old: Any) -> None:

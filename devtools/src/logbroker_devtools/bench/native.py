@@ -91,20 +91,26 @@ _STANDARD_GO = "/usr/local/go/bin/go"  # the official tarball's place, often lef
 
 def loadgen_binary() -> Path:
     """The built ``lbload`` for the current source (keyed by its hash), building it when absent."""
+    return go_binary(LOADGEN_SRC, "lbload", "the franz-go load generator")
+
+
+def go_binary(src: Path, name: str, what: str) -> Path:
+    """The Go program in ``src`` built once per source (its go.mod, go.sum and *.go hashed) into the cache."""
     digest = hashlib.sha256()
-    for name in ("go.mod", "go.sum", "main.go"):
-        digest.update((LOADGEN_SRC / name).read_bytes())
-    binary = _cache_dir() / f"lbload-{digest.hexdigest()[:12]}"
+    for path in [*sorted(src.glob("*.go")), src / "go.mod", src / "go.sum"]:
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    binary = _cache_dir() / f"{name}-{digest.hexdigest()[:12]}"
     if binary.is_file():
         return binary
     go = os.environ.get("LOGBROKER_GO") or shutil.which("go") or _STANDARD_GO
     if not go or not Path(go).is_file():
-        raise ToolMissing("Go toolchain not found (needed once to build the franz-go load generator; install Go)")
+        raise ToolMissing(f"Go toolchain not found (needed once to build {what}; install Go)")
     binary.parent.mkdir(parents=True, exist_ok=True)
     tmp = binary.with_name(f".{binary.name}.{os.getpid()}")
     proc = subprocess.run(
         [go, "build", "-buildvcs=false", "-o", str(tmp), "."],
-        cwd=LOADGEN_SRC,
+        cwd=src,
         capture_output=True,
         text=True,
         timeout=600,
@@ -112,7 +118,7 @@ def loadgen_binary() -> Path:
     )
     if proc.returncode != 0:
         tmp.unlink(missing_ok=True)
-        raise ToolMissing(f"building the Go load generator failed: {proc.stderr.strip().splitlines()[-1:]}")
+        raise ToolMissing(f"building {what} failed: {proc.stderr.strip().splitlines()[-1:]}")
     os.replace(tmp, binary)  # atomic: two runs building at once both end with a whole binary
     return binary
 

@@ -3,9 +3,10 @@
 As in Kafka, any group id is accepted (the empty one too), a commit from outside a generation creates a
 "simple" group, and v2-4's `retention_time_ms` gives the offsets an explicit expiry. v10 names topics by
 id: an unknown one is UNKNOWN_TOPIC_ID on each of its partitions, before anything else is looked at.
-v0 (clients of Kafka 0.8.1, whose brokers kept these offsets in ZooKeeper) commits as a member-less v1
-commit does: accepted for an empty or simple group, UNKNOWN_MEMBER_ID while the group has members. Kafka
-3.9 in KRaft mode answers v0 UNSUPPORTED_VERSION; logbroker keeps such offsets with the group's others.
+v0 (clients of Kafka 0.8.1, whose brokers kept these offsets in ZooKeeper) and a v1 commit without a member
+id (0.8.2 clients such as kpax, which send generation 0) commit as member-less commits: accepted for a group
+without members, UNKNOWN_MEMBER_ID while it has some. Kafka 3.9 in KRaft mode answers v0 UNSUPPORTED_VERSION
+and such a v1 commit to a group it does not know ILLEGAL_GENERATION; logbroker lets those clients work.
 
 With an authorizer (Kafka's KafkaApis order): without READ on the group every partition is answered
 GROUP_AUTHORIZATION_FAILED and nothing is looked at; then a topic without READ is TOPIC_AUTHORIZATION_FAILED
@@ -56,13 +57,13 @@ async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
             # Kafka answers without the coordinator when no partition is both readable and known.
             return _refused(b, E.TOPIC_AUTHORIZATION_FAILED, readable, by_id)
     coord = ctx.groups
-    group_err = coord.check_commit(
-        b.group_id,
-        b.member_id if v >= 1 else "",
-        b.generation_id_or_member_epoch if v >= 1 else -1,
-        b.group_instance_id if v >= 7 else None,
-        v,
-    )
+    member = b.member_id if v >= 1 else ""
+    generation = b.generation_id_or_member_epoch if v >= 1 else -1
+    if v <= 1 and not member:
+        # A 0.8.2-era commit (kpax sends generation 0): those brokers had no group membership and took it.
+        # As a member-less commit it is accepted for a group without members, refused while it has some.
+        generation = -1
+    group_err = coord.check_commit(b.group_id, member, generation, b.group_instance_id if v >= 7 else None, v)
     now = int(time.time() * 1000)
     retention = b.retention_time_ms if 2 <= v <= 4 else -1
     expire_ms = None if retention == -1 else now + retention
