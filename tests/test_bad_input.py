@@ -320,9 +320,9 @@ def test_unknown_api_key_closes_the_connection(broker: BrokerProcess, witness: W
         (3, 14, "MetadataRequest"),
         (1, 19, "FetchRequest"),
         (0, 14, "ProduceRequest"),
-        (23, 1, "OffsetForLeaderEpochRequest"),
+        (78, 0, "ShareFetchRequest"),
     ],
-    ids=["Metadata-v14", "Fetch-v19", "Produce-v14", "OffsetForLeaderEpoch-v1-below-min"],
+    ids=["Metadata-v14", "Fetch-v19", "Produce-v14", "ShareFetch-v0-below-min"],
 )
 def test_unsupported_version_closes_the_connection(
     broker: BrokerProcess, witness: Witness, key: int, version: int, name: str

@@ -31,6 +31,7 @@ F = api(ApiKey.Fetch).request
 L = api(ApiKey.ListOffsets).request
 OC = api(ApiKey.OffsetCommit).request
 OF = api(ApiKey.OffsetFetch).request
+OE = api(ApiKey.OffsetForLeaderEpoch).request
 
 
 @pytest.fixture(scope="module", params=["logbroker", "kafka39"])
@@ -297,6 +298,23 @@ def test_a_0_8_2_commit_with_generation_0_as_kpax_sends_it(old: Any) -> None:
             assert commit(c, busy) == E.UNKNOWN_MEMBER_ID
     finally:
         consumer.close()
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_offset_for_leader_epoch_v0_v1(old: Any, version: int) -> None:
+    """Pre-KIP-320 forms (no current leader epoch; v0 answers no epoch): the end of epoch 0 is the log end,
+    an epoch never seen is -1, an unknown partition UNKNOWN_TOPIC_OR_PARTITION."""
+    topic = unique("ofle")
+    create_topic(old.bootstrap, topic)
+    with connect(old) as c:
+        assert produce(c, 2, topic, legacy_set(1, Compression.NONE, [b"x", b"y"])).error_code == 0
+        parts = [OE.OffsetForLeaderTopic.OffsetForLeaderPartition(partition=p, leader_epoch=e)
+                 for p, e in ((0, 0), (0, 7), (5, 0))]  # fmt: skip
+        r = c.do(OE(replica_id=-1, topics=[OE.OffsetForLeaderTopic(topic=topic, partitions=parts)]), version)
+    got = [(p.partition, p.error_code, p.end_offset) for p in r.topics[0].partitions]
+    assert got == [(0, 0, 2), (0, 0, -1), (5, E.UNKNOWN_TOPIC_OR_PARTITION, -1)]
+    if version >= 1:
+        assert [p.leader_epoch for p in r.topics[0].partitions] == [0, -1, -1]
 
 
 def test_downconversion_can_be_turned_off_per_topic(old: Any) -> None:

@@ -23,7 +23,7 @@ TR = R.OffsetForLeaderTopicResult
 EO = TR.EpochEndOffset
 
 
-@handles(ApiKey.OffsetForLeaderEpoch, 2, 4)
+@handles(ApiKey.OffsetForLeaderEpoch, 0, 4, kafka4_min=2)
 def handle(ctx: BrokerContext, req: Request) -> R:
     def answer(plog: PartitionLog, p: Any) -> Any:
         code = leader_epoch_error(p.current_leader_epoch)
