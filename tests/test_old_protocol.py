@@ -317,6 +317,41 @@ def test_offset_for_leader_epoch_v0_v1(old: Any, version: int) -> None:
         assert [p.leader_epoch for p in r.topics[0].partitions] == [0, -1, -1]
 
 
+def test_admin_requests_of_0_10_clients(old: Any) -> None:
+    """CreateTopics v0-1 (v1 adds validate_only), DescribeConfigs v0 (is_default instead of a source) and
+    DeleteTopics v0, as kafka-python 1.x's admin client and 0.10-era tools send them."""
+    CT, DC, DT = (api(k).request for k in (ApiKey.CreateTopics, ApiKey.DescribeConfigs, ApiKey.DeleteTopics))
+    a, b = unique("adm"), unique("adm")
+
+    def create(c: Connection, name: str, version: int, **extra: Any) -> int:
+        t = CT.CreatableTopic(
+            name=name,
+            num_partitions=2,
+            replication_factor=1,
+            assignments=[],
+            configs=[CT.CreatableTopic.CreatableTopicConfig(name="retention.ms", value="3600000")],
+        )
+        r = c.do(CT(topics=[t], timeout_ms=10_000, **extra), version)  # fmt: skip
+        return int(r.topics[0].error_code)
+
+    with connect(old) as c:
+        assert create(c, a, 0) == 0
+        assert create(c, a, 0) == E.TOPIC_ALREADY_EXISTS
+        assert create(c, b, 1, validate_only=True) == 0
+        assert create(c, b, 1) == 0
+        res = DC.DescribeConfigsResource(
+            resource_type=2, resource_name=a, configuration_keys=["retention.ms", "cleanup.policy"]
+        )
+        r = c.do(DC(resources=[res]), 0)
+        rows = {e.name: (e.value, e.is_default, e.read_only) for e in r.results[0].configs}
+        assert r.results[0].error_code == 0
+        # Kafka 3.x never sets v0's is_default (measured on 3.9), whatever the source.
+        assert rows == {"retention.ms": ("3600000", False, False), "cleanup.policy": ("delete", False, False)}
+        gone = c.do(DT(topic_names=[a, b, unique("never")], timeout_ms=10_000), 0)
+        codes = sorted(int(t.error_code) for t in gone.responses)
+        assert codes == [0, 0, E.UNKNOWN_TOPIC_OR_PARTITION]
+
+
 def test_downconversion_can_be_turned_off_per_topic(old: Any) -> None:
     topic = unique("noconv")
     create_topic(old.bootstrap, topic, config={"message.downconversion.enable": "false"})

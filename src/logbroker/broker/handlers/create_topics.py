@@ -45,7 +45,7 @@ def requested_partitions(topics: Any, default: int) -> int:
     return total
 
 
-@handles(ApiKey.CreateTopics, 2, 7)
+@handles(ApiKey.CreateTopics, 0, 7, kafka4_min=2)
 def handle(ctx: BrokerContext, req: Request) -> R:
     names = [t.name for t in req.body.topics]
     if ctx.access.authorize(req, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME):

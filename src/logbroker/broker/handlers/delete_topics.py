@@ -29,7 +29,7 @@ ZERO_UUID = uuid.UUID(int=0)
 _UNKNOWN_NAME = "This server does not host this topic-partition."
 
 
-@handles(ApiKey.DeleteTopics, 1, 6)
+@handles(ApiKey.DeleteTopics, 0, 6, kafka4_min=1)
 def handle(ctx: BrokerContext, req: Request) -> R:
     body = req.body
     wanted = [(t.name, t.topic_id) for t in body.topics] if req.version >= 6 else [(n, None) for n in body.topic_names]

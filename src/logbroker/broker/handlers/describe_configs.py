@@ -10,7 +10,7 @@ from logbroker.protocol import ErrorCode as E
 
 from .. import loggers
 from ..auth.checks import describe_configs_denial
-from ..configs import DEFAULT, Entry
+from ..configs import Entry
 from ..context import BrokerContext
 from ..dispatch import handles
 from ..seams import MAX_TOPIC_NAME, ConfigType, TopicError, validate_topic_name
@@ -49,7 +49,7 @@ def _fit(code: int, message: str | None) -> tuple[int, str | None]:
     return code, message
 
 
-@handles(ApiKey.DescribeConfigs, 1, 4)
+@handles(ApiKey.DescribeConfigs, 0, 4, kafka4_min=1)
 def handle(ctx: BrokerContext, req: Request) -> R:
     v = req.version
     if any(res.resource_type not in KNOWN_TYPES for res in req.body.resources):
@@ -107,7 +107,7 @@ def handle(ctx: BrokerContext, req: Request) -> R:
                 value=e.value,
                 read_only=e.read_only,
                 config_source=e.source,
-                is_default=e.source == DEFAULT,
+                is_default=False,  # v0's field: Kafka 3.x never sets it (measured on 3.9)
                 is_sensitive=False,
                 synonyms=[SYN(name=n, value=val, source=src) for n, val, src in e.synonyms]
                 if req.body.include_synonyms
