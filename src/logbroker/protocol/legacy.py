@@ -248,6 +248,8 @@ def _write(out: bytearray, offset: int, magic: int, attributes: int, timestamp: 
 
 def _convert_batch(batch: memoryview, magic: int, fetch_offset: int) -> bytes:
     h, records = decode_batch(batch, verify_crc=False)
+    if not records:  # a batch compaction emptied (kept for its producer state): nothing to write
+        return b""
     lat = bool(h.attributes & TIMESTAMP_TYPE_MASK)
     flag = TIMESTAMP_TYPE_MASK if lat and magic == 1 else 0
     out = bytearray()
@@ -257,16 +259,15 @@ def _convert_batch(batch: memoryview, magic: int, fetch_offset: int) -> bytes:
                 _write(out, r.offset, magic, flag, h.max_timestamp if lat else r.timestamp, r.key, r.value)
         return bytes(out)
     inner = bytearray()
-    first = records[0].offset if records else 0
+    first = records[0].offset
     for r in records:  # a wrapper is converted whole: the client skips offsets before its position
         _write(inner, r.offset if magic == 0 else r.offset - first, magic, 0,
                h.max_timestamp if lat else r.timestamp, r.key, r.value)  # fmt: skip
     payload = compress(h.compression, bytes(inner))
     if h.compression == Compression.LZ4 and magic == 0:
         payload = _lz4_checksum(payload, of_magic=True)
-    last = records[-1].offset if records else h.base_offset + h.last_offset_delta
-    newest = h.max_timestamp if lat else max((r.timestamp for r in records), default=NO_TIMESTAMP)
-    _write(out, last, magic, h.compression | flag, newest, None, payload)
+    newest = h.max_timestamp if lat else max(r.timestamp for r in records)
+    _write(out, records[-1].offset, magic, h.compression | flag, newest, None, payload)
     return bytes(out)
 
 
