@@ -99,7 +99,7 @@ def main() -> int:
     if not args.no_kafka:
         with Kafka39Peer(heap="1g") as kafka:
             records = fill(kafka.bootstrap, args.mb, args.compression)
-            results["kafka39"] = measure("kafka39", kafka.port, kafka.pids(), records)
+            results["kafka39"] = measure("kafka39", kafka.port, kafka.pids, records)
     print(json.dumps({"mb": args.mb, "compression": args.compression, **results}))
     return 0
 
