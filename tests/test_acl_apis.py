@@ -222,6 +222,7 @@ def test_grants_deny_overrides_allow_and_super_users_ignore_deny(target: SimpleN
     try:
         with alice(target) as conn:
             assert [r.error_code for r in conn.do(CA(creations=[describe_cluster]), 3).results] == [0]
+
         def may_describe() -> None:  # Kafka applies a new ACL a moment after it answers: retried until then
             assert bob.do(describe_request(), 3).error_code == 0
 

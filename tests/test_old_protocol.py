@@ -22,7 +22,7 @@ from logbroker.protocol import ErrorCode as E
 from logbroker.protocol.records import Compression, NewRecord, build_batch
 from logbroker_devtools.client.connection import Connection
 from logbroker_devtools.testing.old_clients import ToolMissing, sarama_round_trip
-from logbroker_devtools.testing.peers import Kafka39Peer, java_available
+from logbroker_devtools.testing.peers import STANDARD_AUTHORIZER, Kafka39Peer, java_available
 from logbroker_devtools.testing.process import BrokerProcess
 from support import create_topic, missing_tool, unique
 
@@ -32,19 +32,23 @@ L = api(ApiKey.ListOffsets).request
 OC = api(ApiKey.OffsetCommit).request
 OF = api(ApiKey.OffsetFetch).request
 OE = api(ApiKey.OffsetForLeaderEpoch).request
+ANONYMOUS = "User:ANONYMOUS"
 
 
 @pytest.fixture(scope="module", params=["logbroker", "kafka39"])
 def old(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """logbroker, and Apache Kafka 3.9 (the last to serve these versions) as the reference: every exchange
-    here is asserted on both."""
+    here is asserted on both. Both run the StandardAuthorizer with User:ANONYMOUS (every PLAINTEXT client)
+    as a super user, so the ACL APIs answer and everything else is allowed."""
     if request.param == "kafka39":
         if not java_available() or not jars_available("kafka39"):
             missing_tool("Kafka 3.9 needs java and .ci/fetch-jars kafka39")
-        with Kafka39Peer() as peer:
+        with Kafka39Peer(authorizer=True, super_users=[ANONYMOUS]) as peer:
             yield SimpleNamespace(name="kafka39", bootstrap=peer.bootstrap, port=peer.port)
         return
-    proc = BrokerProcess(tmp_path_factory.mktemp("old-protocol") / "data", extra_args=["--num-partitions", "1"])
+    env = {"LOGBROKER_AUTHORIZER_CLASS_NAME": STANDARD_AUTHORIZER, "LOGBROKER_SUPER_USERS": ANONYMOUS}
+    proc = BrokerProcess(tmp_path_factory.mktemp("old-protocol") / "data", extra_args=["--num-partitions", "1"],
+                         env=env)  # fmt: skip
     proc.start()
     yield SimpleNamespace(name="logbroker", bootstrap=proc.bootstrap, port=proc.port)
     assert proc.stop() == 0, proc.log_tail()
@@ -88,6 +92,17 @@ def read_all(c: Connection, version: int, topic: str, end: int) -> list[Any]:
         out += new
         offset = new[-1][1] + 1
     return out
+
+
+def coordinator_ready(c: Connection, group: str) -> None:
+    """FindCoordinator v0 until the group's coordinator answers, as an old client asks before it commits
+    (the first one creates __consumer_offsets, which takes Kafka a moment to load)."""
+    fc = api(ApiKey.FindCoordinator).request
+    for _ in range(100):
+        if c.do(fc(key=group), 0).error_code == 0:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"no coordinator for {group}")
 
 
 def legacy_records(data: bytes) -> list[tuple[int, int, int | None, bytes | None, bytes | None]]:
@@ -246,6 +261,7 @@ def test_offset_commit_v0_v1_and_offset_fetch_v0(old: Any) -> None:
     create_topic(old.bootstrap, topic)
     part = OC.OffsetCommitRequestTopic.OffsetCommitRequestPartition
     with connect(old) as c:
+        coordinator_ready(c, group)
         r0 = c.do(OC(group_id=group, topics=[OC.OffsetCommitRequestTopic(name=topic, partitions=[
             part(partition_index=0, committed_offset=5, committed_metadata="zero")])]), 0)  # fmt: skip
         if old.name == "kafka39":
@@ -286,6 +302,7 @@ def test_a_0_8_2_commit_with_generation_0_as_kpax_sends_it(old: Any) -> None:
         return int(r.topics[0].partitions[0].error_code)
 
     with connect(old) as c:
+        coordinator_ready(c, group)
         assert commit(c, group) == (E.ILLEGAL_GENERATION if old.name == "kafka39" else 0)
     busy = unique("busy")
     consumer = Consumer({"bootstrap.servers": old.bootstrap, "group.id": busy, "session.timeout.ms": 10_000})
@@ -350,6 +367,120 @@ def test_admin_requests_of_0_10_clients(old: Any) -> None:
         gone = c.do(DT(topic_names=[a, b, unique("never")], timeout_ms=10_000), 0)
         codes = sorted(int(t.error_code) for t in gone.responses)
         assert codes == [0, 0, E.UNKNOWN_TOPIC_OR_PARTITION]
+
+
+def test_acl_apis_v0_see_literal_patterns_only(old: Any) -> None:
+    """CreateAcls/DescribeAcls/DeleteAcls v0 predate pattern types (KIP-290): a v0 creation is LITERAL, and
+    a v0 filter matches LITERAL patterns alone (the field's default), so a PREFIXED ACL on the same name is
+    neither listed nor deleted by v0 and stays for v1."""
+    CA, DA, DL = (api(k).request for k in (ApiKey.CreateAcls, ApiKey.DescribeAcls, ApiKey.DeleteAcls))
+    name, principal = unique("acl"), f"User:{unique('p')}"
+    TOPIC, ANY, LITERAL, PREFIXED, READ, WRITE, ALLOW = 2, 1, 3, 4, 3, 4, 3
+
+    def creation(op: int, **extra: Any) -> Any:
+        return CA.AclCreation(resource_type=TOPIC, resource_name=name, principal=principal, host="*", operation=op,
+                              permission_type=ALLOW, **extra)  # fmt: skip
+
+    def rows(resp: Any, version: int) -> set[tuple[Any, ...]]:
+        return {(r.resource_type, r.resource_name, r.pattern_type if version else None, a.principal, a.operation)
+                for r in resp.resources for a in r.acls}  # fmt: skip
+
+    who = {"resource_type_filter": ANY, "resource_name_filter": None, "principal_filter": principal,
+           "host_filter": None, "operation": ANY, "permission_type": ANY}  # fmt: skip
+    with connect(old) as c:
+        made = c.do(CA(creations=[creation(READ)]), 0)
+        assert [(r.error_code, r.error_message) for r in made.results] == [(0, "")]
+        made = c.do(CA(creations=[creation(WRITE, resource_pattern_type=PREFIXED)]), 1)
+        assert [r.error_code for r in made.results] == [0]
+
+        def describe(version: int, want: set[tuple[Any, ...]]) -> set[tuple[Any, ...]]:
+            extra = {"pattern_type_filter": ANY} if version else {}
+            for _ in range(50):  # Kafka applies an ACL through its metadata log, a moment after the answer
+                r = c.do(DA(**who, **extra), version)
+                assert r.error_code == 0, r
+                if (got := rows(r, version)) == want:
+                    break
+                time.sleep(0.1)
+            return got
+
+        literal = (TOPIC, name, LITERAL, principal, READ)
+        prefixed = (TOPIC, name, PREFIXED, principal, WRITE)
+        assert describe(1, {literal, prefixed}) == {literal, prefixed}
+        assert describe(0, {(TOPIC, name, None, principal, READ)}) == {(TOPIC, name, None, principal, READ)}
+        gone = c.do(DL(filters=[DL.DeleteAclsFilter(**who)]), 0)
+        assert [(f.error_code, [(m.resource_name, m.principal, m.operation) for m in f.matching_acls])
+                for f in gone.filter_results] == [(0, [(name, principal, READ)])]  # fmt: skip
+        assert describe(1, {prefixed}) == {prefixed}
+        assert describe(0, set()) == set()
+        rest = c.do(DL(filters=[DL.DeleteAclsFilter(**{**who, "pattern_type_filter": ANY})]), 1)
+        assert [len(f.matching_acls) for f in rest.filter_results] == [1]
+
+
+def test_log_dir_apis_v0(old: Any) -> None:
+    """DescribeLogDirs v0 (no error code nor volume sizes) lists the partition with its size; AlterReplicaLogDirs
+    v0 to a path that is no log dir is LOG_DIR_NOT_FOUND, to the broker's own dir nothing to do."""
+    DLD, ARL = api(ApiKey.DescribeLogDirs).request, api(ApiKey.AlterReplicaLogDirs).request
+    topic = unique("dirs")
+    create_topic(old.bootstrap, topic)
+    with connect(old) as c:
+        assert produce(c, 2, topic, legacy_set(1, Compression.NONE, [b"x" * 100])).error_code == 0
+        r = c.do(DLD(topics=[DLD.DescribableLogDirTopic(topic=topic, partitions=[0])]), 0)
+        assert [d.error_code for d in r.results] == [0]
+        [d] = r.results
+        [t] = d.topics
+        assert (t.name, [p.partition_index for p in t.partitions]) == (topic, [0])
+        assert t.partitions[0].partition_size > 100 and not t.partitions[0].is_future_key
+
+        def move(path: str) -> int:
+            entry = ARL.AlterReplicaLogDir(path=path, topics=[ARL.AlterReplicaLogDir.AlterReplicaLogDirTopic(
+                name=topic, partitions=[0])])  # fmt: skip
+            return int(c.do(ARL(dirs=[entry]), 0).results[0].partitions[0].error_code)
+
+        assert move("/no/such/dir") == E.LOG_DIR_NOT_FOUND
+        assert move(d.log_dir) == 0
+
+
+def test_write_txn_markers_v0(old: Any) -> None:
+    """WriteTxnMarkers v0 (the 0.11 brokers' form; Kafka 4 serves v1 alone) writes an abort marker for a
+    producer with no transaction open: a control batch a modern reader skips, the log end moved past it."""
+    W = api(ApiKey.WriteTxnMarkers).request
+    topic = unique("mark")
+    create_topic(old.bootstrap, topic)
+    with connect(old) as c:
+        assert produce(c, 2, topic, legacy_set(1, Compression.NONE, [b"x"])).error_code == 0
+        m = W.WritableTxnMarker(
+            producer_id=4242,
+            producer_epoch=0,
+            transaction_result=False,
+            coordinator_epoch=0,
+            topics=[W.WritableTxnMarker.WritableTxnMarkerTopic(name=topic, partition_indexes=[0])],
+        )
+        r = c.do(W(markers=[m]), 0)
+        assert [(x.producer_id, [(t.name, [(p.partition_index, p.error_code) for p in t.partitions])
+                for t in x.topics]) for x in r.markers] == [(4242, [(topic, [(0, 0)])])]  # fmt: skip
+        got = fetch(c, 4, topic, 0)
+        assert got.error_code == 0 and got.high_watermark == 2
+        assert [r[1] for r in legacy_records(fetch(c, 3, topic, 0).records)] == [0]
+
+
+@pytest.mark.parametrize("version", [0, 2])
+def test_a_first_message_over_the_partition_limit(old: Any, version: int) -> None:
+    """Fetch v0-2 have a hard partition limit on Kafka 3.x (no KIP-74 first-message exception): a stored
+    batch larger than partition_max_bytes is not read at all, the answer is empty and an old client asks
+    again forever (measured on 3.9). logbroker sends the first batch whole (a deliberate difference, see
+    design.md), so the reader moves on."""
+    topic = unique("big")
+    create_topic(old.bootstrap, topic)
+    with connect(old) as c:
+        magic = 0 if version < 2 else 1
+        assert produce(c, version, topic, legacy_set(magic, Compression.NONE, [b"v" * 300, b"w"])).error_code == 0
+        got = fetch(c, version, topic, 0, max_bytes=100)
+        assert got.error_code == 0 and got.high_watermark == 2
+        whole = [(r[0], r[1], len(r[4] or b"")) for r in legacy_records(got.records)]
+        if old.name == "kafka39":
+            assert whole == [] and not got.records
+        else:  # the producer's set is one stored batch, sent whole
+            assert whole == [(magic, 0, 300), (magic, 1, 1)]
 
 
 def test_downconversion_can_be_turned_off_per_topic(old: Any) -> None:

@@ -35,7 +35,7 @@ _FUTURE_SUFFIX_LEN = 1 + 32 + len("-future")
 _MAX_DIR_NAME = 255
 
 
-@handles(ApiKey.AlterReplicaLogDirs, 1, 2)
+@handles(ApiKey.AlterReplicaLogDirs, 0, 2, kafka4_min=1)
 def handle(ctx: BrokerContext, req: Request) -> R:
     if cluster_denial(ctx, req, AclOperation.ALTER) is not None:
         denied = E.CLUSTER_AUTHORIZATION_FAILED

@@ -1,11 +1,12 @@
 """CreateAcls (30): add ACLs, durable before the answer, with Kafka's checks in Kafka's order.
 
-Kafka 4 serves v1-3 (KIP-896 removed v0). A creation with a zero (UNKNOWN) code does not parse: the
-connection is closed. ALTER on the cluster is needed, then an authorizer (SECURITY_DISABLED without one).
-An ANY/MATCH element fails the whole request (Kafka's ResourcePattern / AccessControlEntry constructors
-throw while it builds the bindings: UNKNOWN_SERVER_ERROR for every entry, no message); the rest is refused
-per entry: the broker's CLUSTER-name and empty-name checks, then the controller's validateNewAcl for codes
-Kafka does not know (INVALID_REQUEST "Invalid resourceType UNKNOWN"...).
+v0-3 as Kafka 3.9 (Kafka 4 serves v1-3, KIP-896; a v0 creation has no pattern type and is LITERAL). A creation
+with a zero (UNKNOWN) code does not parse: the connection is closed. ALTER on the cluster is needed, then an
+authorizer (SECURITY_DISABLED without one). An ANY/MATCH element fails the whole request (Kafka's
+ResourcePattern / AccessControlEntry constructors throw while it builds the bindings: UNKNOWN_SERVER_ERROR for
+every entry, no message); the rest is refused per entry: the broker's CLUSTER-name and empty-name checks, then
+the controller's validateNewAcl for codes Kafka does not know (INVALID_REQUEST "Invalid resourceType
+UNKNOWN"...).
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def _all(creations: Any, code: int, message: str | None) -> R:
     return R(throttle_time_ms=0, results=[Result(error_code=code, error_message=message) for _ in creations])
 
 
-@handles(ApiKey.CreateAcls, 1, 3, exclusive=True)
+@handles(ApiKey.CreateAcls, 0, 3, kafka4_min=1, exclusive=True)
 async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     creations = req.body.creations
     if any(unparsable(c) for c in creations):

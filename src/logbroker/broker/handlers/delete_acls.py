@@ -1,9 +1,10 @@
 """DeleteAcls (31): delete the ACLs each filter matches, durable before the answer.
 
-Kafka 4 serves v1-3. A zero (UNKNOWN) code in any filter does not parse (the connection is closed); other
-unknown codes read as UNKNOWN and that filter alone is refused (the controller's validateFilter). ALTER on
-the cluster is needed, then an authorizer (SECURITY_DISABLED without one). Every filter sees the ACLs as
-they were before the request, so two filters matching one ACL both list it.
+v0-3 as Kafka 3.9 (Kafka 4 serves v1-3; a v0 filter is LITERAL and deletes LITERAL ACLs only). A zero
+(UNKNOWN) code in any filter does not parse (the connection is closed); other unknown codes read as UNKNOWN
+and that filter alone is refused (the controller's validateFilter). ALTER on the cluster is needed, then an
+authorizer (SECURITY_DISABLED without one). Every filter sees the ACLs as they were before the request, so two
+filters matching one ACL both list it.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def _all(filters: Any, code: int, message: str | None) -> R:
     )
 
 
-@handles(ApiKey.DeleteAcls, 1, 3, exclusive=True)
+@handles(ApiKey.DeleteAcls, 0, 3, kafka4_min=1, exclusive=True)
 async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     filters = req.body.filters
     if any(0 in (f.resource_type_filter, f.pattern_type_filter, f.operation, f.permission_type) for f in filters):

@@ -1,8 +1,9 @@
 """DescribeAcls (29): the ACLs a filter selects, grouped by resource pattern as Kafka's response is.
 
-Kafka 4 serves v1-3. A zero (UNKNOWN) code in the filter does not parse (the connection is closed); other
-unknown codes read as UNKNOWN and match nothing. DESCRIBE on the cluster is needed, then an authorizer
-(SECURITY_DISABLED, "No Authorizer is configured on the broker", without one).
+v0-3 as Kafka 3.9 (Kafka 4 serves v1-3; v0 predates pattern types, so its filter reads as LITERAL, the field's
+default, and sees LITERAL ACLs only). A zero (UNKNOWN) code in the filter does not parse (the connection is
+closed); other unknown codes read as UNKNOWN and match nothing. DESCRIBE on the cluster is needed, then an
+authorizer (SECURITY_DISABLED, "No Authorizer is configured on the broker", without one).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ def _error(code: int, message: str) -> R:
     return R(throttle_time_ms=0, error_code=code, error_message=message, resources=[])
 
 
-@handles(ApiKey.DescribeAcls, 1, 3)
+@handles(ApiKey.DescribeAcls, 0, 3, kafka4_min=1)
 def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     b = req.body
     if 0 in (b.resource_type_filter, b.pattern_type_filter, b.operation, b.permission_type):

@@ -1,7 +1,7 @@
 """DescribeLogDirs (35): the one log dir (the data directory), each partition's size on disk and the volume's
 space, as Kafka's ReplicaManager.describeLogDirs reports them (KIP-113; total/usable bytes from v4, KIP-827).
 
-Versions 1-5 as Kafka 4.4 serves them (v0 was removed in 4.0); the Java admin client and kafka-log-dirs send v5.
+Versions 0-5 as Kafka 3.9 serves them (Kafka 4 removed v0); the Java admin client and kafka-log-dirs send v5.
 Needs DESCRIBE on the cluster: without it no dir is listed, and from v3 (which has the field) the answer's
 error code is CLUSTER_AUTHORIZATION_FAILED (KafkaApis.handleDescribeLogDirsRequest).
 """
@@ -38,7 +38,7 @@ def volume_space(path: str) -> tuple[int, int]:
     return min(st.f_blocks * st.f_frsize, _INT64_MAX), min(st.f_bavail * st.f_frsize, _INT64_MAX)
 
 
-@handles(ApiKey.DescribeLogDirs, 1, 5)
+@handles(ApiKey.DescribeLogDirs, 0, 5, kafka4_min=1)
 def handle(ctx: BrokerContext, req: Request) -> R:
     if cluster_denial(ctx, req, AclOperation.DESCRIBE) is not None:
         return R(throttle_time_ms=0, error_code=E.CLUSTER_AUTHORIZATION_FAILED, results=[])

@@ -24,7 +24,7 @@ TR = MR.WritableTxnMarkerTopicResult
 PR = TR.WritableTxnMarkerPartitionResult
 
 
-@handles(ApiKey.WriteTxnMarkers, 1, 1)
+@handles(ApiKey.WriteTxnMarkers, 0, 1, kafka4_min=1)
 async def handle(ctx: BrokerContext, req: Request) -> R:
     if not (cluster_allows(ctx, req, AclOperation.ALTER) or cluster_allows(ctx, req, AclOperation.CLUSTER_ACTION)):
         return _refused(req.body.markers)
