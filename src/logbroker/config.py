@@ -592,7 +592,7 @@ ENV_PREFIX = "LOGBROKER_"
 # are found on the CLI's options by `unknown_environment`'s caller; these belong to the faces and the tooling.
 OTHER_ENV = frozenset({"LOGBROKER_JARS_DIR", "LOGBROKER_TEST_TARGET", "LOGBROKER_REQUIRE_PEERS",
                        "LOGBROKER_DEMO_TEST_MARK", "LOGBROKER_SASL_PASSWORD", "LOGBROKER_BOOTSTRAP",
-                       "LOGBROKER_CERTS_KEY_PASSWORD",
+                       "LOGBROKER_CERTS_KEY_PASSWORD", "LOGBROKER_KAFKA_BOOTSTRAP",  # the pytest plugin
                        "LOGBROKER_BENCH_CACHE", "LOGBROKER_GO", "LOGBROKER_KCAT",  # bench tools
                        "LOGBROKER_SPARK_JAVA_OPTIONS",  # logbroker.spark.session; below: the tests
                        "LOGBROKER_PORT_BLOCK", "LOGBROKER_TEST_WORKERS", "LOGBROKER_PEER_JVM_OPTS"})  # fmt: skip

@@ -8,14 +8,19 @@ KIP-848 messages come from our schema files (`kip848`). Every other layer reache
 from __future__ import annotations
 
 import importlib
+import warnings
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from kafka.protocol.api_key import ApiKey
-from kafka.protocol.api_message import ApiMessage
+# kafka-python reads its schemas with importlib.resources' legacy calls, one DeprecationWarning per schema:
+# hundreds in every program (and every user's pytest run) that imports the codec. Not ours to act on.
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.protocol.api_key import ApiKey
+    from kafka.protocol.api_message import ApiMessage
 
-from . import kip848
+    from . import kip848  # its messages load their schemas the same way
 
 __all__ = ["Api", "ApiKey", "ApiSpec", "UnknownApi", "api"]
 
@@ -86,7 +91,9 @@ class ApiSpec:
 @cache
 def _catalogue() -> dict[int, Api]:
     pairs: dict[int, dict[str, Any]] = {}
-    modules = [importlib.import_module(m) for m in _MODULES] + [kip848]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        modules = [importlib.import_module(m) for m in _MODULES] + [kip848]
     for module in modules:
         for obj in vars(module).values():
             if isinstance(obj, type) and issubclass(obj, ApiMessage) and getattr(obj, "_json", None) is not None:
