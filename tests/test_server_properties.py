@@ -17,9 +17,11 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, ConfigResource
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 
 from logbroker.config import ConfigError, FsyncPolicy, load_settings
+from logbroker.protocol.records import Compression, iter_headers
+from logbroker_devtools.client.connection import Connection, fetch_request
 from logbroker_devtools.testing.process import BrokerProcess, free_port
 from support import create_topic, kafka_peer, unique
 
@@ -170,6 +172,8 @@ advertised.listeners: PLAINTEXT://127.0.0.1:{port}
 log.dirs {str(data).replace(" ", chr(92) + " ")}
 num.partitions=3
 auto.create.topics.enable=true
+compression.type=gzip
+compression.gzip.level=1
 """)  # fmt: skip
     proc = subprocess.Popen([*CLI, "serve", "--config", str(config)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
@@ -182,6 +186,13 @@ auto.create.topics.enable=true
         assert producer.flush(30) == 0
         assert len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 3
         assert (data / f"{topic}-0").is_dir() and (data / f"{topic}-2").is_dir()
+        # The broker's compression.type is every topic's default: batches are stored in gzip.
+        res = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        entry = admin.describe_configs([res])[res].result(30)["compression.type"]
+        assert (entry.value, entry.source) == ("gzip", ConfigSource.STATIC_BROKER_CONFIG.value)
+        with Connection("127.0.0.1", port) as c:
+            stored = [c.do(fetch_request(topic, i, 0, 100)).responses[0].partitions[0].records for i in range(3)]
+        assert [h.compression for data in stored for h in iter_headers(data or b"")] == [Compression.GZIP]
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
@@ -220,7 +231,7 @@ def test_unknown_keys_are_named_in_one_error(tmp_path: Path) -> None:
         ("authorizer.class.name=kafka.security.authorizer.AclAuthorizer\n",
          "authorizer_class_name: only org.apache.kafka.metadata.authorizer.StandardAuthorizer (ACLs) is available"),
         ("super.users=admin\n", "super_users: expected principalType:principalName, got 'admin'"),
-        ("compression.type=gzip\n", "compression.type=gzip cannot be honoured"),
+        ("compression.type=brotli\n", "compression.type (compression_type): Input should be 'producer'"),
         ("num.partitions=three\n", "invalid value 'three' for num.partitions: Not a number of type INT"),
         ("num.partitions=3000000000\n", "invalid value '3000000000' for num.partitions: Not a number of type INT"),
         ("auto.create.topics.enable=yes\n", "Expected value to be either true or false"),

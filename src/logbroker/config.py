@@ -192,6 +192,14 @@ class BrokerSettings(BaseSettings):
     )
     delete_topic_enable: bool = Field(True, description="allow DeleteTopics")
     message_max_bytes: int = Field(1048588, ge=64, description="largest record batch accepted")
+    compression_type: Literal["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"] = Field(
+        "producer",
+        description="producer: batches stored as producers compressed them; a codec or uncompressed: batches in "
+        "another codec are recompressed on write (topics without their own compression.type)",
+    )
+    compression_gzip_level: int = Field(-1, ge=-1, le=9, description="gzip level of recompressed batches (-1: 6)")
+    compression_lz4_level: int = Field(9, ge=1, le=17, description="lz4 level of recompressed batches")
+    compression_zstd_level: int = Field(3, ge=-131072, le=22, description="zstd level of recompressed batches")
     socket_request_max_bytes: int = Field(104857600, ge=1024, description="largest request frame")
     segment_bytes: int = Field(
         1 << 30, ge=1024, description="a partition's log rolls to a new segment file at this size"

@@ -11,7 +11,7 @@ over `log.dir`, ...). Every key falls in one of four classes, decided here and n
 - a Kafka name with no meaning on one logbroker node (replication, controllers, thread pools, socket buffers,
   TLS/SASL settings of listeners logbroker does not open, ...): ignored, all of them named in one warning;
 - a Kafka name whose non-default value logbroker cannot honour and must not pretend to (an authorizer, create
-  or alter policies, broker-side recompression): refused, unless it carries Kafka's default;
+  or alter policies): refused, unless it carries Kafka's default;
 - anything else: refused as unknown, every such key named in one error.
 
 Values are checked by Kafka's type rules here (a value Kafka would refuse is refused naming the Kafka key)
@@ -111,6 +111,10 @@ KAFKA_NAMES: Mapping[str, tuple[str, Callable[[str], Any]]] = {
     "auto.create.topics.enable": ("auto_create_topics", _bool),
     "delete.topic.enable": ("delete_topic_enable", _bool),
     "message.max.bytes": ("message_max_bytes", _int),
+    "compression.type": ("compression_type", _string),
+    "compression.gzip.level": ("compression_gzip_level", _int),
+    "compression.lz4.level": ("compression_lz4_level", _int),
+    "compression.zstd.level": ("compression_zstd_level", _int),
     "socket.request.max.bytes": ("socket_request_max_bytes", _int),
     "log.segment.bytes": ("segment_bytes", _int),
     "log.retention.bytes": ("retention_bytes", _long),
@@ -189,11 +193,10 @@ _RULED = {
 }  # fmt: skip
 
 # Kafka names whose value logbroker can only take at Kafka's default: anything else would be a promise broken
-# silently (no ACLs enforced, no policy run, no recompression, no broker-wide LogAppendTime).
+# silently (no ACLs enforced, no policy run, no broker-wide LogAppendTime).
 REFUSED_UNLESS_DEFAULT: Mapping[str, tuple[str, str]] = {
     "create.topic.policy.class.name": ("", "Java policy classes cannot run in logbroker"),
     "alter.config.policy.class.name": ("", "Java policy classes cannot run in logbroker"),
-    "compression.type": ("producer", "logbroker stores batches as producers compressed them"),
     "log.message.timestamp.type": ("CreateTime", "set message.timestamp.type per topic instead"),
     "cordoned.log.dirs": ("", "logbroker has one log dir, which takes new partitions"),
 }
@@ -224,8 +227,7 @@ _IGNORED_NAMES = {
     "share.fetch.purgatory.purge.interval.requests", "log.preallocate", "log.segment.delete.delay.ms",
     "max.request.partition.size.limit",
     "max.decompressed.message.bytes", "max.connection.creation.rate", "offset.metadata.max.bytes",
-    "offsets.commit.timeout.ms", "offsets.load.buffer.size", "compression.gzip.level", "compression.lz4.level",
-    "compression.zstd.level",
+    "offsets.commit.timeout.ms", "offsets.load.buffer.size",
     # Security of listeners logbroker does not open, quotas, metrics and plugins it does not load.
     "principal.builder.class", "security.providers", "client.quota.callback.class", "metric.reporters",
     "telemetry.max.bytes", "config.providers",

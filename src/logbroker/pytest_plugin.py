@@ -34,8 +34,15 @@ class KafkaTarget:
     """Where the session's tests point: the embedded broker (``embedded`` set) or an external cluster."""
 
     bootstrap: str
-    config: Mapping[str, Any]
+    settings: Any  # logbroker._kafka.KafkaSettings: every fixture's client is built from it
     embedded: Any = None  # logbroker.embedded.EmbeddedBroker when the plugin started one
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """confluent-kafka properties reaching it (bootstrap and security)."""
+        from logbroker._kafka import librdkafka_config
+
+        return librdkafka_config(self.settings)
 
     @property
     def external(self) -> bool:
@@ -107,8 +114,8 @@ def _embedded_settings(lines: list[str]) -> dict[str, Any]:
     return settings
 
 
-def _client_config(bootstrap: str, command_config: str | None) -> dict[str, Any]:
-    from logbroker._kafka.settings import SecurityConfigError, from_properties, librdkafka_config, read_properties
+def _client_settings(bootstrap: str, command_config: str | None) -> Any:
+    from logbroker._kafka.settings import SecurityConfigError, from_properties, read_properties
 
     props: dict[str, str] = {}
     if command_config:
@@ -117,7 +124,7 @@ def _client_config(bootstrap: str, command_config: str | None) -> dict[str, Any]
         except OSError as exc:
             raise pytest.UsageError(f"--kafka-command-config: {exc}") from None
     try:
-        return librdkafka_config(from_properties(props, bootstrap_servers=bootstrap))
+        return from_properties(props, bootstrap_servers=bootstrap)
     except (SecurityConfigError, ValueError) as exc:
         raise pytest.UsageError(f"--kafka-command-config: {exc}") from None
 
@@ -128,7 +135,7 @@ def kafka_broker(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathF
     bootstrap = pytestconfig.getoption("--kafka-bootstrap")
     command_config = pytestconfig.getoption("--kafka-command-config")
     if bootstrap:
-        yield KafkaTarget(bootstrap, _client_config(bootstrap, command_config))
+        yield KafkaTarget(bootstrap, _client_settings(bootstrap, command_config))
         return
     if command_config:
         raise pytest.UsageError("--kafka-command-config applies to --kafka-bootstrap only")
@@ -140,7 +147,7 @@ def kafka_broker(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathF
     except ValueError as exc:  # ConfigError: a value the settings refuse, named
         raise pytest.UsageError(f"logbroker_settings: {exc}") from None
     with broker:
-        yield KafkaTarget(broker.bootstrap, _client_config(broker.bootstrap, None), broker)
+        yield KafkaTarget(broker.bootstrap, _client_settings(broker.bootstrap, None), broker)
 
 
 @pytest.fixture(scope="session")
@@ -153,14 +160,14 @@ def kafka_bootstrap(kafka_broker: KafkaTarget) -> str:
 def kafka_config(kafka_broker: KafkaTarget) -> dict[str, Any]:
     """confluent-kafka properties reaching the session's Kafka (bootstrap and security): a fresh dict per
     test, to extend with a client's own settings."""
-    return dict(kafka_broker.config)
+    return kafka_broker.config
 
 
 @pytest.fixture(scope="session")
 def kafka_admin(kafka_broker: KafkaTarget) -> Any:
-    from confluent_kafka.admin import AdminClient
+    from logbroker import _kafka
 
-    return AdminClient(dict(kafka_broker.config))
+    return _kafka.admin(kafka_broker.settings)
 
 
 def _topic_name(node: pytest.Item | None) -> str:
@@ -182,7 +189,7 @@ def kafka_topic_factory(
              name: str | None = None) -> str:  # fmt: skip
         topic = name or _topic_name(request.node)
         spec = TopicSpec(topic, partitions, replication, {k: str(v) for k, v in (config or {}).items()})
-        ensure_topics(kafka_broker.config, [spec], admin=kafka_admin)
+        ensure_topics(kafka_broker.settings, [spec], admin=kafka_admin)
         made.append(topic)
         return topic
 
@@ -207,21 +214,22 @@ def kafka_topic(request: pytest.FixtureRequest, kafka_topic_factory: Callable[..
 
 
 @pytest.fixture
-def kafka_producer(kafka_config: dict[str, Any]) -> Iterator[Any]:
+def kafka_producer(kafka_broker: KafkaTarget) -> Iterator[Any]:
     """A confluent-kafka Producer; what it still holds is flushed after the test."""
-    from confluent_kafka import Producer
+    from logbroker import _kafka
 
-    producer = Producer(kafka_config)
+    producer = _kafka.producer(kafka_broker.settings)
     yield producer
     producer.flush(30)
 
 
 @pytest.fixture
-def kafka_consumer(kafka_config: dict[str, Any]) -> Iterator[Any]:
+def kafka_consumer(kafka_broker: KafkaTarget) -> Iterator[Any]:
     """A confluent-kafka Consumer in a group of its own, reading from the earliest offset; closed after."""
-    from confluent_kafka import Consumer
+    from logbroker import _kafka
 
-    consumer = Consumer({**kafka_config, "group.id": f"test-{uuid.uuid4().hex[:12]}", "auto.offset.reset": "earliest"})
+    group = {"group.id": f"test-{uuid.uuid4().hex[:12]}", "auto.offset.reset": "earliest"}
+    consumer = _kafka.consumer(kafka_broker.settings, **group)
     yield consumer
     consumer.close()
 

@@ -270,21 +270,42 @@ class NewRecord:
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 
 
-def compress(codec: int, data: bytes) -> bytes:
+def compress(codec: int, data: bytes | memoryview, level: int | None = None) -> bytes:
+    """`data` in `codec`; `level` as Kafka's compression.<codec>.level (None: cramjam's default; gzip -1:
+    zlib's default, 6). Snappy has no level."""
     if codec == Compression.NONE:
-        return data
+        return bytes(data)
     if codec == Compression.GZIP:
-        return bytes(cramjam.gzip.compress(data))
+        return bytes(cramjam.gzip.compress(data, level=None if level == -1 else level))
     if codec == Compression.SNAPPY:
         return bytes(cramjam.snappy.compress_raw(data))
     if codec == Compression.LZ4:
         # Kafka reads only frames of independent blocks (cramjam's default links them).
-        lz4 = cramjam.lz4.Compressor(content_checksum=False, block_linked=False)
+        lz4 = cramjam.lz4.Compressor(level=level, content_checksum=False, block_linked=False)
         lz4.compress(data)
         return bytes(lz4.finish())
     if codec == Compression.ZSTD:
-        return bytes(cramjam.zstd.compress(data))
+        return bytes(cramjam.zstd.compress(data, level=level))
     raise InvalidBatch(f"unknown compression codec {codec}", ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+
+
+def recompress(
+    batch: bytes | bytearray | memoryview, h: BatchHeader, codec: int, level: int | None = None
+) -> bytearray:
+    """The batch with its records in `codec` (Kafka's compression.type other than producer): the records
+    themselves, the producer fields, the transactional flag and the timestamps are kept, the CRC is new.
+    Kafka rebuilds the batch record by record; the records' bytes inside are the same, so here the payload
+    is decompressed and compressed whole."""
+    mv = memoryview(batch)
+    end = LOG_OVERHEAD + h.batch_length
+    payload = compress(codec, decompress(h.compression, mv[HEADER_SIZE:end]), level)
+    out = bytearray(HEADER_SIZE + len(payload))
+    out[:HEADER_SIZE] = mv[:HEADER_SIZE]
+    out[HEADER_SIZE:] = payload
+    _I.pack_into(out, BATCH_LENGTH, len(out) - LOG_OVERHEAD)
+    struct.pack_into(">h", out, ATTRIBUTES, (h.attributes & ~COMPRESSION_MASK) | codec)
+    struct.pack_into(">I", out, CRC, crc32c(memoryview(out)[ATTRIBUTES:]))
+    return out
 
 
 def decompress(codec: int, data: bytes | memoryview) -> bytes:

@@ -114,13 +114,11 @@ def _gzip_level(v: int) -> str | None:
     return None if v == -1 or 1 <= v <= 9 else "Value must be between 1 and 9, or -1"
 
 
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+
+
 def _compression(v: str) -> str | None:
-    codecs = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
-    if v not in codecs:
-        return f"String must be one of: {', '.join(codecs)}"
-    if v != "producer":  # Kafka recompresses on produce; logbroker stores batches as they arrive
-        return "logbroker stores batches as producers compress them; only compression.type=producer is supported"
-    return None
+    return None if v in COMPRESSION_TYPES else f"String must be one of: {', '.join(COMPRESSION_TYPES)}"
 
 
 def _throttled(v: list[str]) -> str | None:
@@ -170,13 +168,17 @@ TOPIC_CONFIGS: dict[str, TopicConfig] = {
         TopicConfig("cleanup.policy", ConfigType.LIST, "delete", ("log.cleanup.policy",), each_in("compact", "delete"),
                     doc="delete: whole old segments go by time and size; compact: the last record per key is kept; "
                         "both; or empty: neither."),
-        TopicConfig("compression.gzip.level", ConfigType.INT, "-1", ("compression.gzip.level",), _gzip_level),
-        TopicConfig("compression.lz4.level", ConfigType.INT, "9", ("compression.lz4.level",), between(1, 17)),
+        TopicConfig("compression.gzip.level", ConfigType.INT, "-1", ("compression.gzip.level",), _gzip_level,
+                    "compression_gzip_level", doc="gzip level of batches this topic recompresses (-1: zlib's 6)."),
+        TopicConfig("compression.lz4.level", ConfigType.INT, "9", ("compression.lz4.level",), between(1, 17),
+                    "compression_lz4_level", doc="lz4 level of batches this topic recompresses."),
         TopicConfig("compression.type", ConfigType.STRING, "producer", ("compression.type",),
                     _compression, "compression_type",
-                    doc="producer: batches are stored as the producer compressed them (the only value logbroker "
-                        "supports: it does not recompress)."),
-        TopicConfig("compression.zstd.level", ConfigType.INT, "3", ("compression.zstd.level",), between(-131072, 22)),
+                    doc="producer: batches are stored as the producer compressed them, untouched; a codec "
+                        "(gzip, snappy, lz4, zstd) or uncompressed: batches in another codec are recompressed "
+                        "to it on write, as Kafka does."),
+        TopicConfig("compression.zstd.level", ConfigType.INT, "3", ("compression.zstd.level",), between(-131072, 22),
+                    "compression_zstd_level", doc="zstd level of batches this topic recompresses."),
         TopicConfig("delete.retention.ms", ConfigType.LONG, "86400000", ("log.cleaner.delete.retention.ms",),
                     at_least(0), "delete_retention_ms",
                     doc="How long a tombstone stays readable after compaction reached it."),
@@ -283,7 +285,10 @@ class LogConfig:
     index_interval_bytes: int = 4096
     max_message_bytes: int = 1048588
     log_append_time: bool = False  # message.timestamp.type=LogAppendTime
-    compression_type: str = "producer"  # compression.type: only producer (batches kept as they arrive)
+    compression_type: str = "producer"  # compression.type: producer keeps batches as they arrive
+    compression_gzip_level: int = -1  # the levels of a recompression to that codec (KIP-390)
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
     downconversion_enable: bool = True  # message.downconversion.enable: Fetch v0-v3 answered by conversion
     # KIP-937 bounds on a CreateTime record's timestamp against the broker's clock (Kafka 4 defaults).
     message_timestamp_before_max_ms: int = (1 << 63) - 1

@@ -17,12 +17,14 @@ from logbroker.protocol.records import (
     ABORT,
     COMMIT,
     BatchHeader,
+    Compression,
     InvalidBatch,
     assign_offsets,
     build_marker,
     control_type,
     decode_batch,
     parse_header,
+    recompress,
     stamp_log_append_time,
 )
 from logbroker.protocol.validate import keyless_records, validate_batch
@@ -54,6 +56,21 @@ class Appended:
     records: int
     append_time: int = -1
     duplicate: bool = False
+
+
+# compression.type -> the codec batches are stored in (producer: none, kept as they came).
+CODECS = {"uncompressed": Compression.NONE, "gzip": Compression.GZIP, "snappy": Compression.SNAPPY,
+          "lz4": Compression.LZ4, "zstd": Compression.ZSTD}  # fmt: skip
+
+
+def _level(cfg: LogConfig, codec: int) -> int | None:
+    if codec == Compression.GZIP:
+        return cfg.compression_gzip_level
+    if codec == Compression.LZ4:
+        return cfg.compression_lz4_level
+    if codec == Compression.ZSTD:
+        return cfg.compression_zstd_level
+    return None
 
 
 # Told of every write to a log (the log, its bytes): the owner's fsync policy and long polls listen here.
@@ -308,8 +325,25 @@ class PartitionLog:
         dup = self.check_duplicates([header])
         if dup is not None:
             return Appended(dup.base_offset, dup.last_offset, header.records_count, duplicate=True)
+        codec = CODECS.get(cfg.compression_type)
+        if codec is not None and codec != header.compression:
+            batch = memoryview(recompress(batch, header, codec, _level(cfg, codec)))
+            header = parse_header(batch)
+            self._check_size(len(batch), cfg.max_message_bytes, "maximum configured size", ErrorCode.MESSAGE_TOO_LARGE)
+        self._check_size(len(batch), cfg.segment_bytes, "maximum configured segment size",
+                         ErrorCode.RECORD_LIST_TOO_LARGE)  # fmt: skip
         base, last = self.append(batch, [header])
         return Appended(base, last, header.records_count, header.max_timestamp if cfg.log_append_time else -1)
+
+    def _check_size(self, size: int, limit: int, what: str, error: ErrorCode) -> None:
+        """UnifiedLog.append's checks of the batch it will write (after a recompression, its new size)."""
+        if size > limit:
+            where = f"{self.key[0]}-{self.key[1]}" if self.key else str(self.dir)
+            raise InvalidBatch(
+                f"Message batch size is {size} bytes in append to partition {where} which exceeds the {what} "
+                f"of {limit}.",
+                error,
+            )
 
     def append(self, buf: bytearray | memoryview, headers: list[BatchHeader]) -> tuple[int, int]:
         """Assign offsets, write validated batches and tell the listener; returns (base offset, last offset).

@@ -348,13 +348,18 @@ def lbload(
     linger_ms: int = 5,
     partitions: int = 0,
     on_connected: Callable[[dict[str, Any]], None] | None = None,
+    compression: str = "none",
+    payload: str = "x",
 ) -> Sample:
     """The franz-go generator: ``clients`` independent producers (acks=all); ``on_connected`` runs
     once all of them hold their connections, before the timed produce starts. With ``partitions``,
-    each partition first takes one untimed record, so a topic still opening its logs is not timed."""
+    each partition first takes one untimed record, so a topic still opening its logs is not timed.
+    ``compression``: the producers' codec; ``payload``: "x" (one repeated byte) or "text" (log-like
+    values that compress as logs do, the same bytes every run)."""
     args = [str(loadgen_binary()), "-bootstrap", bootstrap, "-topic", topic, "-clients", str(clients),
             "-records", str(records), "-size", str(size), "-linger-ms", str(linger_ms), "-wait",
-            "-partitions", str(partitions), "-max-version", LOADGEN_MAX_VERSION]  # fmt: skip
+            "-partitions", str(partitions), "-max-version", LOADGEN_MAX_VERSION, "-compression", compression,
+            "-payload", payload]  # fmt: skip
     if round_robin:
         args.append("-round-robin")
     with (

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math/rand"
 	"os"
 	"strings"
 	"sync"
@@ -61,7 +62,14 @@ func main() {
 	partitions := flag.Int("partitions", 0, "before connecting the clients, write one record to each partition of each topic")
 	maxVersion := flag.String("max-version", "", "cap request versions at this Kafka release (e.g. 3.7)")
 	timeout := flag.Duration("timeout", 10*time.Minute, "give up after this long")
+	compression := flag.String("compression", "none", "producer codec: none, gzip, snappy, lz4, zstd")
+	payload := flag.String("payload", "x", "record values: x (one repeated byte) or text (log-like lines that compress as logs do)")
 	flag.Parse()
+	codec, ok := codecs[*compression]
+	if !ok {
+		fmt.Fprintln(os.Stderr, "bad -compression", *compression)
+		os.Exit(2)
+	}
 
 	topics := strings.Split(*topic, ",")
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
@@ -74,7 +82,7 @@ func main() {
 		kgo.DisableIdempotentWrite(), // no InitProducerId per client: the connections are the load
 		kgo.ProducerLinger(time.Duration(*lingerMs) * time.Millisecond),
 		kgo.ProducerBatchMaxBytes(int32(*batchBytes)),
-		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.ProducerBatchCompression(codec),
 		kgo.MaxBufferedRecords(1 << 16),
 		kgo.MaxBufferedBytes(32 << 20),
 		// Requests of at most 2 MiB, as a Java producer's max.request.size would give: franz-go's
@@ -95,10 +103,12 @@ func main() {
 	if *roundRobin {
 		opts = append(opts, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	}
-	value := make([]byte, *size)
-	for i := range value {
-		value[i] = 'x'
+	values, err := makeValues(*payload, *size)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
 	}
+	value := values[0]
 	var errs atomic.Int64
 	var firstErr atomic.Value
 	fail := func(err error) {
@@ -168,7 +178,7 @@ func main() {
 		go func() {
 			defer wg.Done()
 			for n := int64(0); n < per; n++ {
-				cl.Produce(ctx, &kgo.Record{Topic: topics[n%int64(len(topics))], Value: value}, func(_ *kgo.Record, err error) {
+				cl.Produce(ctx, &kgo.Record{Topic: topics[n%int64(len(topics))], Value: values[n%int64(len(values))]}, func(_ *kgo.Record, err error) {
 					if err != nil {
 						fail(err)
 					}
@@ -195,4 +205,38 @@ func main() {
 	if r.Errors > 0 {
 		os.Exit(1)
 	}
+}
+
+var codecs = map[string]kgo.CompressionCodec{
+	"none": kgo.NoCompression(), "gzip": kgo.GzipCompression(), "snappy": kgo.SnappyCompression(),
+	"lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression(),
+}
+
+// makeValues gives the record values: one value of 'x' bytes, or 512 distinct log-like values (a fixed
+// seed, so every run and every broker get the same bytes) that compress about as application logs do.
+func makeValues(kind string, size int) ([][]byte, error) {
+	switch kind {
+	case "x":
+		v := make([]byte, size)
+		for i := range v {
+			v[i] = 'x'
+		}
+		return [][]byte{v}, nil
+	case "text":
+		rng := rand.New(rand.NewSource(42))
+		words := []string{"GET", "POST", "user", "order", "payment", "ok", "error", "timeout", "shipped",
+			"cart", "session", "retry", "cache", "miss", "hit", "db", "query", "latency_ms", "region", "eu-west"}
+		out := make([][]byte, 512)
+		for i := range out {
+			v := make([]byte, 0, size+64)
+			for len(v) < size {
+				v = fmt.Appendf(v, `{"ts":%d,"level":"%s","msg":"%s %s","id":%d,"v":%d} `,
+					1700000000000+rng.Int63n(1e9), words[rng.Intn(len(words))], words[rng.Intn(len(words))],
+					words[rng.Intn(len(words))], rng.Int63n(1e12), rng.Intn(100000))
+			}
+			out[i] = v[:size]
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("bad -payload %q (x or text)", kind)
 }
