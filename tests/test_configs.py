@@ -30,7 +30,9 @@ def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     """A broker of this module's own (broker configs change), checking retention every 200 ms."""
     if request.param == "logbroker":
         proc = BrokerProcess(tmp_path_factory.mktemp("configs") / "data",
-                             env={"LOGBROKER_RETENTION_CHECK_INTERVAL_MS": "200"})  # fmt: skip
+                             env={"LOGBROKER_RETENTION_CHECK_INTERVAL_MS": "200",
+                                  # as the Kafka peer's server.properties (one node)
+                                  "LOGBROKER_TRANSACTION_STATE_LOG_MIN_ISR": "1"})  # fmt: skip
         with proc:
             yield proc.bootstrap
         return
@@ -238,6 +240,28 @@ def _produce(bootstrap: str, topic: str, value: bytes, ts: int | None = None) ->
         raise ck.KafkaException(err[0])
 
 
+def test_the_coordinators_topics_carry_kafkas_overrides(target: str) -> None:
+    """__consumer_offsets and __transaction_state are made with the topic configs Kafka gives them (compacted,
+    their own segment size, the transaction log uncompressed), reported as the topic's own overrides."""
+    group = unique("g")
+    c = ck.Consumer({"bootstrap.servers": target, "group.id": group})
+    c.subscribe([create_topic(target, unique("offsets"))])
+    c.poll(2)
+    c.close()
+    p = ck.Producer({"bootstrap.servers": target, "transactional.id": unique("tid")})
+    p.init_transactions(30)
+
+    def overrides(topic: str) -> dict[str, str]:
+        entries = describe(target, TOPIC, topic).values()
+        return {e.name: e.value for e in entries if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
+
+    expected_offsets = {"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": "104857600"}
+    expected_txn = {"cleanup.policy": "compact", "compression.type": "uncompressed", "min.insync.replicas": "1",
+                    "segment.bytes": "104857600", "unclean.leader.election.enable": "false"}  # fmt: skip
+    assert_equal(overrides("__consumer_offsets"), expected_offsets)
+    assert_equal(overrides("__transaction_state"), expected_txn)
+
+
 def test_changes_apply_to_the_running_logs(target: str) -> None:
     """A lower max.message.bytes refuses the next large batch; a lower retention.ms deletes old segments."""
     topic = create_topic(target, unique("live"), config={"segment.ms": "100"})
@@ -273,6 +297,30 @@ def test_dynamic_configs_survive_kill_9(tmp_path: Any) -> None:
         assert (c["retention.ms"].value, c["cleanup.policy"].value) == ("777777", "compact")
         assert (c["segment.bytes"].value, c["segment.bytes"].source) == ("5000000", 2)
         assert (c["retention.bytes"].value, c["retention.bytes"].source) == ("9999999", 3)
+
+
+def test_a_coordinator_topic_made_without_overrides_gets_them_at_start(tmp_path: Any) -> None:
+    """A data dir whose __consumer_offsets has none of Kafka's overrides (made by an older logbroker, or all
+    removed) gets them at the next start; one an operator changed is left alone."""
+    proc = BrokerProcess(tmp_path / "data")
+    with proc:
+        c = ck.Consumer({"bootstrap.servers": proc.bootstrap, "group.id": unique("g")})
+        c.subscribe([create_topic(proc.bootstrap, unique("t"))])
+        c.poll(1)
+        c.close()
+        incremental(proc.bootstrap, TOPIC, "__consumer_offsets",
+                    [(k, None, AlterConfigOpType.DELETE) for k in ("cleanup.policy", "compression.type",
+                                                                    "segment.bytes")])  # fmt: skip
+        assert value_of(proc.bootstrap, "__consumer_offsets", "cleanup.policy")[1] != ConfigSource.DYNAMIC_TOPIC_CONFIG
+        proc.stop()
+        proc.start()
+        assert value_of(proc.bootstrap, "__consumer_offsets", "cleanup.policy") == (
+            "compact", ConfigSource.DYNAMIC_TOPIC_CONFIG)  # fmt: skip
+        incremental(proc.bootstrap, TOPIC, "__consumer_offsets", [("cleanup.policy", None, AlterConfigOpType.DELETE)])
+        proc.stop()
+        proc.start()
+        kept = value_of(proc.bootstrap, "__consumer_offsets", "cleanup.policy")
+        assert kept == ("delete", ConfigSource.DEFAULT_CONFIG)
 
 
 def test_min_insync_replicas_is_capped_at_the_replication_factor(target: str) -> None:

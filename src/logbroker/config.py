@@ -190,6 +190,15 @@ class BrokerSettings(BaseSettings):
     transaction_state_log_num_partitions: int = Field(
         50, ge=1, description="partitions of __transaction_state, listed once a producer first finds its coordinator"
     )
+    offsets_topic_segment_bytes: int = Field(
+        104857600, ge=1, description="segment.bytes of __consumer_offsets, set when it is created (as Kafka)"
+    )
+    transaction_state_log_segment_bytes: int = Field(
+        104857600, ge=1, description="segment.bytes of __transaction_state, set when it is created (as Kafka)"
+    )
+    transaction_state_log_min_isr: int = Field(
+        2, ge=1, description="min.insync.replicas of __transaction_state, set when it is created (as Kafka)"
+    )
     delete_topic_enable: bool = Field(True, description="allow DeleteTopics")
     message_max_bytes: int = Field(1048588, ge=64, description="largest record batch accepted")
     compression_type: Literal["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"] = Field(

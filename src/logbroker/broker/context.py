@@ -173,6 +173,7 @@ class BrokerContext:
             data, self.log_defaults, self.max_open_files(), s.log_preallocate_bytes, on_append=self._on_append
         )
         topics = self._topics = Topics(self._logs, s)
+        topics.complete_internal_configs()
         self.cluster_id = _cluster_id(data)
         self._producer_ids = ProducerIdAllocator(data / "__producer_ids")
         users = self._listened(UserStore(data, self._logs.clean_start, parse_super_users(s.super_users)))

@@ -99,12 +99,38 @@ class Topics:
             return ErrorCode.KAFKA_STORAGE_ERROR
         partitions = getattr(self.settings, INTERNAL_TOPIC_PARTITIONS[topic])
         try:
-            storage.create_topic(topic, partitions, internal=True)
+            storage.create_topic(topic, partitions, self.internal_configs(topic), internal=True)
         except TopicError as exc:
             log.warning("internal topic %s could not be created: %s", topic, exc)
             return exc.error
         log.info("internal topic %s created: %d partitions", topic, partitions)
         return ErrorCode.NONE
+
+    def internal_configs(self, topic: str) -> dict[str, str | None]:
+        """The overrides Kafka gives a coordinator's topic when it makes it (GroupCoordinator's and
+        TransactionStateManager's topic configs), so DescribeConfigs reports them as Kafka does."""
+        s = self.settings
+        if topic == "__consumer_offsets":
+            return {"cleanup.policy": "compact", "compression.type": "producer",
+                    "segment.bytes": str(s.offsets_topic_segment_bytes)}  # fmt: skip
+        if topic == "__transaction_state":
+            return {"unclean.leader.election.enable": "false", "compression.type": "uncompressed",
+                    "cleanup.policy": "compact", "min.insync.replicas": str(s.transaction_state_log_min_isr),
+                    "segment.bytes": str(s.transaction_state_log_segment_bytes)}  # fmt: skip
+        return {}
+
+    def complete_internal_configs(self) -> None:
+        """A coordinator's topic made before logbroker set Kafka's overrides on it (it has none of them) gets
+        them now; one with any of them is left as an operator may have changed it."""
+        for topic in INTERNAL_TOPIC_PARTITIONS:
+            meta = self.get(topic)
+            wanted = self.internal_configs(topic)
+            if meta is None or any(k in meta.configs for k in wanted):
+                continue
+            try:
+                self._storage.alter_topic_configs(topic, {**meta.configs, **wanted}, False)
+            except (TopicError, OSError) as exc:
+                log.warning("internal topic %s: configs not completed: %s", topic, exc)
 
     def create(self, name: str, partitions: int, configs: dict[str, str | None] | None = None) -> TopicMeta:
         meta = self._storage.create_topic(name, partitions, configs, internal=name in KAFKA_INTERNAL_TOPICS)
