@@ -180,16 +180,14 @@ def test_levels_shape_the_stored_batches(target: str) -> None:
 
 @pytest.mark.parametrize(("config", "value", "message"), [
     ("compression.type", "brotli", "String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer"),
-    ("compression.gzip.level", "10", None),
-    ("compression.zstd.level", "23", None),
+    ("compression.gzip.level", "10", "Value must be between 1 and 9 or equal to -1"),
+    ("compression.zstd.level", "23", "Value must be no more than 22"),
 ])  # fmt: skip
-def test_unknown_codecs_and_levels_are_refused(target: str, config: str, value: str, message: str | None) -> None:
+def test_unknown_codecs_and_levels_are_refused(target: str, config: str, value: str, message: str) -> None:
     admin = AdminClient({"bootstrap.servers": target})
     name = unique("bad")
     with pytest.raises(ck.KafkaException) as err:
         admin.create_topics([NewTopic(name, 1, 1, config={config: value})])[name].result(30)
     e = err.value.args[0]
     assert e.code() == ck.KafkaError.INVALID_CONFIG
-    assert f"Invalid value {value} for configuration {config}" in e.str()
-    if message:
-        assert message in e.str()
+    assert e.str() == f"Invalid value {value} for configuration {config}: {message}"

@@ -111,7 +111,7 @@ def each_in(*allowed: str) -> Check:
 
 
 def _gzip_level(v: int) -> str | None:
-    return None if v == -1 or 1 <= v <= 9 else "Value must be between 1 and 9, or -1"
+    return None if v == -1 or 1 <= v <= 9 else "Value must be between 1 and 9 or equal to -1"
 
 
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
