@@ -13,6 +13,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
 from kafka.protocol.admin.configs import AlterConfigsRequest, IncrementalAlterConfigsRequest
 
+from logbroker.protocol import ApiKey, api
 from logbroker.protocol.errors import ErrorCode
 from logbroker_devtools.client.connection import Connection, parse_bootstrap
 from logbroker_devtools.testing.process import BrokerProcess
@@ -27,17 +28,25 @@ SET, DELETE, APPEND, SUBTRACT = (AlterConfigOpType.SET, AlterConfigOpType.DELETE
 
 @pytest.fixture(scope="module", params=both_targets())
 def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A broker of this module's own (broker configs change), checking retention every 200 ms."""
+    """A broker of this module's own (broker configs change), both started with STATIC_PROPERTIES (logbroker
+    from a server.properties file, as Kafka)."""
     if request.param == "logbroker":
-        proc = BrokerProcess(tmp_path_factory.mktemp("configs") / "data",
-                             env={"LOGBROKER_RETENTION_CHECK_INTERVAL_MS": "200",
-                                  # as the Kafka peer's server.properties (one node)
-                                  "LOGBROKER_TRANSACTION_STATE_LOG_MIN_ISR": "1"})  # fmt: skip
-        with proc:
+        d = tmp_path_factory.mktemp("configs")
+        props = d / "server.properties"
+        # transaction.state.log.min.isr: as the Kafka peer's own server.properties (one node).
+        props.write_text("".join(f"{k}={v}\n" for k, v in {**STATIC_PROPERTIES,
+                                                           "transaction.state.log.min.isr": 1}.items()))  # fmt: skip
+        with BrokerProcess(d / "data", extra_args=["--config", str(props)]) as proc:
             yield proc.bootstrap
         return
-    with kafka_peer(**{"log.retention.check.interval.ms": 200}) as bootstrap:
+    with kafka_peer(**STATIC_PROPERTIES) as bootstrap:
         yield bootstrap
+
+
+# What both brokers of this module are started with: retention checked every 200 ms; a retention and a segment
+# size given as Kafka's server.properties often gives them (hours), which DescribeConfigs reports by name.
+STATIC_PROPERTIES = {"log.retention.check.interval.ms": 200, "log.retention.hours": 100,
+                     "log.segment.bytes": 536870912}  # fmt: skip
 
 
 def describe(bootstrap: str, rtype: Any, name: str) -> dict[str, Any]:
@@ -77,12 +86,12 @@ def test_incremental_set_append_subtract_delete_on_a_topic(target: str) -> None:
 
     def reverted() -> None:
         assert value_of(target, topic, "cleanup.policy")[0] == "delete"
-        assert value_of(target, topic, "retention.ms") == ("604800000", ConfigSource.DEFAULT_CONFIG)
+        assert value_of(target, topic, "retention.ms") == ("360000000", ConfigSource.DEFAULT_CONFIG)
 
     eventually(reverted)
     incremental(target, TOPIC, topic, [("retention.ms", "300000", SET)], validate_only=True)
     time.sleep(0.5)
-    assert value_of(target, topic, "retention.ms") == ("604800000", ConfigSource.DEFAULT_CONFIG)
+    assert value_of(target, topic, "retention.ms") == ("360000000", ConfigSource.DEFAULT_CONFIG)
 
 
 @pytest.mark.filterwarnings("ignore:alter_configs has been deprecated")
@@ -227,7 +236,7 @@ def test_broker_dynamic_defaults_reach_topics_without_overrides(target: str) -> 
         incremental(target, BROKER, "1", [("log.retention.ms", None, DELETE)])
         with Connection(*parse_bootstrap(target)) as conn:
             _iac(conn, [(4, "", [("log.cleaner.min.compaction.lag.ms", 1, None)])])
-    default = ("604800000", ConfigSource.DEFAULT_CONFIG)
+    default = ("360000000", ConfigSource.DEFAULT_CONFIG)
     eventually(lambda: assert_equal(value_of(target, plain, "retention.ms"), default))
 
 
@@ -238,6 +247,77 @@ def _produce(bootstrap: str, topic: str, value: bytes, ts: int | None = None) ->
     assert p.flush(30) == 0
     if err[0] is not None:
         raise ck.KafkaException(err[0])
+
+
+def _rows(bootstrap: str, rtype: Any, name: str, keys: list[str]) -> dict[str, tuple[Any, ...]]:
+    """(value, source, read_only, sensitive, synonyms) per key, read raw: the admin clients key synonyms by
+    name, which hides a name listed at two layers."""
+    DC = api(ApiKey.DescribeConfigs).request
+    res = DC.DescribeConfigsResource(resource_type=rtype.value, resource_name=name, configuration_keys=keys)
+    with Connection(*parse_bootstrap(bootstrap)) as conn:
+        [r] = conn.do(DC(resources=[res], include_synonyms=True, include_documentation=False), 4).results
+    assert r.error_code == 0, r
+    return {c.name: (c.value, c.config_source, c.read_only, c.is_sensitive,
+                     [(s.name, s.value, s.source) for s in c.synonyms]) for c in r.configs}  # fmt: skip
+
+
+def test_broker_configs_are_described_layer_by_layer_as_kafka_does(target: str) -> None:
+    """Sources and synonyms as Kafka's ConfigHelper gives them: the synonym group layer by layer (dynamic per
+    broker, cluster-wide, static, default), from the entry's own name on; a static value keeps its default
+    beside it; log.retention.ms set nowhere lists nothing though log.retention.hours is in the file."""
+    S, D, DB, DD = 4, 5, 2, 3
+    keys = ["log.retention.ms", "log.retention.hours", "log.segment.bytes", "log.roll.ms", "log.roll.hours",
+            "log.cleaner.threads", "compression.type", "log.retention.check.interval.ms"]  # fmt: skip
+    assert _rows(target, BROKER, "1", keys) == {
+        "log.retention.ms": (None, D, False, False, []),
+        "log.retention.hours": ("100", S, True, False, [("log.retention.hours", "100", S),
+                                                        ("log.retention.hours", "168", D)]),
+        "log.segment.bytes": ("536870912", S, False, False, [("log.segment.bytes", "536870912", S),
+                                                             ("log.segment.bytes", "1073741824", D)]),
+        "log.roll.ms": (None, D, False, False, []),
+        "log.roll.hours": ("168", D, True, False, [("log.roll.hours", "168", D)]),
+        "log.cleaner.threads": ("1", D, False, False, [("log.cleaner.threads", "1", D)]),
+        "compression.type": ("producer", D, False, False, [("compression.type", "producer", D)]),
+        "log.retention.check.interval.ms": ("200", S, True, False, [("log.retention.check.interval.ms", "200", S),
+                                                                    ("log.retention.check.interval.ms", "300000", D)]),
+    }  # fmt: skip
+    topic = create_topic(target, unique("layers"))
+    assert _rows(target, TOPIC, topic, ["retention.ms", "segment.bytes", "segment.ms"]) == {
+        "retention.ms": ("360000000", D, False, False, []),
+        "segment.bytes": ("536870912", S, False, False, [("log.segment.bytes", "536870912", S),
+                                                         ("log.segment.bytes", "1073741824", D)]),
+        "segment.ms": ("604800000", D, False, False, []),
+    }  # fmt: skip
+    incremental(target, BROKER, "1", [("log.cleaner.threads", "2", SET)])
+    with Connection(*parse_bootstrap(target)) as conn:  # the cluster-wide layer (name ""), which librdkafka refuses
+        assert _iac(conn, [(4, "", [("log.retention.ms", 0, "7200000")])]) == [(ErrorCode.NONE, None)]
+    try:
+        want = {
+            "log.retention.ms": ("7200000", DD, False, False, [("log.retention.ms", "7200000", DD),
+                                                               ("log.retention.hours", "100", S),
+                                                               ("log.retention.hours", "168", D)]),
+            "log.cleaner.threads": ("2", DB, False, False, [("log.cleaner.threads", "2", DB),
+                                                            ("log.cleaner.threads", "1", D)]),
+        }  # fmt: skip
+        eventually(lambda: assert_equal(_rows(target, BROKER, "1", list(want)), want))
+        eventually(lambda: assert_equal(_rows(target, TOPIC, topic, ["retention.ms"])["retention.ms"][:2],
+                                        ("7200000", DD)))  # fmt: skip
+    finally:
+        incremental(target, BROKER, "1", [("log.cleaner.threads", None, DELETE)])
+        with Connection(*parse_bootstrap(target)) as conn:
+            _iac(conn, [(4, "", [("log.retention.ms", 1, None)])])
+
+
+def test_a_broker_resource_naming_another_broker_is_refused(target: str) -> None:
+    DC = api(ApiKey.DescribeConfigs).request
+    with Connection(*parse_bootstrap(target)) as conn:
+        resources = [DC.DescribeConfigsResource(resource_type=4, resource_name=n, configuration_keys=None)
+                     for n in ("7", "x")]  # fmt: skip
+        got = conn.do(DC(resources=resources, include_synonyms=False, include_documentation=False))
+    assert [(r.error_code, r.error_message) for r in got.results] == [
+        (ErrorCode.INVALID_REQUEST, "Unexpected broker id, expected 1 or empty string, but received 7"),
+        (ErrorCode.INVALID_REQUEST, "Broker id must be an integer, but it is: x"),
+    ]
 
 
 def test_the_coordinators_topics_carry_kafkas_overrides(target: str) -> None:
@@ -411,5 +491,5 @@ def test_kafka_configs_tool_alters_and_describes(target: str) -> None:
                        "log.cleaner.backoff.ms")  # fmt: skip
     r = _kafka_configs(target, "--alter", *entity, "--delete-config", "retention.ms")
     assert r.returncode == 0, r.output
-    default = ("604800000", ConfigSource.DEFAULT_CONFIG)
+    default = ("360000000", ConfigSource.DEFAULT_CONFIG)
     eventually(lambda: assert_equal(value_of(target, topic, "retention.ms"), default))

@@ -99,7 +99,7 @@ STOCK_IGNORED = [
     "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes", "num.recovery.threads.per.data.dir",
     "offsets.topic.replication.factor", "share.coordinator.state.topic.replication.factor",
     "share.coordinator.state.topic.min.isr", "transaction.state.log.replication.factor",
-    "transaction.state.log.min.isr", "controller.listener.names", "listeners CONTROLLER://:9093 (controller listener)",
+    "controller.listener.names", "listeners CONTROLLER://:9093 (controller listener)",
     "advertised.listeners CONTROLLER://localhost:9093 (controller listener)",
 ]  # fmt: skip
 
@@ -130,7 +130,8 @@ def test_stock_file_reads_as_kafka_means_it(tmp_path: Path) -> None:
     assert (s.segment_bytes, s.retention_check_interval_ms, s.socket_request_max_bytes) == (1 << 30, 300_000, 100 << 20)
     assert s.fsync is FsyncPolicy.ALWAYS  # the commented-out flush settings change nothing
     [note] = notes
-    prefix = "ignoring 16 Kafka properties that have no meaning on one logbroker node: "
+    assert s.transaction_state_log_min_isr == 1  # given to __transaction_state when it is made
+    prefix = "ignoring 15 Kafka properties that have no meaning on one logbroker node: "
     assert prefix in note and note.split(prefix)[1].split(", ") == STOCK_IGNORED
 
 
@@ -251,7 +252,7 @@ def test_values_logbroker_cannot_take_are_refused_naming_the_key(tmp_path: Path,
 
 def test_ignored_keys_warn_once_and_change_nothing(tmp_path: Path) -> None:
     text = "num.io.threads=64\nssl.cipher.suites=x\nlistener.name.internal.ssl.key.password=p\n" \
-           "zookeeper.connect=zk:2181\ncompression.type=producer\nmin.insync.replicas=2\n"  # fmt: skip
+           "zookeeper.connect=zk:2181\nlog.message.timestamp.type=CreateTime\nmin.insync.replicas=2\n"  # fmt: skip
     s, notes = load(tmp_path, text)
     assert s == load_settings(None)  # as if the file were empty
     [note] = notes

@@ -11,7 +11,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from logbroker import addresses
@@ -114,6 +114,9 @@ class BrokerSettings(BaseSettings):
     """Everything `logbroker serve` can be told. Names follow Kafka's broker configs where one exists."""
 
     model_config = SettingsConfigDict(env_prefix="LOGBROKER_", extra="forbid", validate_assignment=True)
+    # Setting -> the Kafka property of the config file that set it, where the names differ (retention_ms from
+    # log.retention.hours): DescribeConfigs reports a static config under the name it was given.
+    _property_names: dict[str, str] = PrivateAttr(default_factory=dict)
 
     data_dir: Path = Field(Path("./logbroker-data"), description="where partition logs live")
     listen: str = Field(
@@ -633,7 +636,9 @@ def load_settings(
     the file (one line listing the Kafka properties that have no meaning here)."""
     _FileSource.path, _FileSource.notes, _FileSource.names = config_file, notes, {}
     try:
-        return BrokerSettings(**{k: v for k, v in overrides.items() if v is not None})
+        settings = BrokerSettings(**{k: v for k, v in overrides.items() if v is not None})
+        settings._property_names = {k: v for k, v in _FileSource.names.items() if overrides.get(k) is None}
+        return settings
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, _FileSource.names)) from None
     finally:

@@ -138,9 +138,9 @@ def _catalogue() -> dict[str, BrokerConfig]:
         BrokerConfig("socket.request.max.bytes", T.INT, "104857600", "socket_request_max_bytes"),
         BrokerConfig("log.retention.check.interval.ms", T.LONG, "300000", "retention_check_interval_ms"),
         BrokerConfig("connections.max.idle.ms", T.LONG, "600000", "connections_max_idle_ms"),
-        BrokerConfig("max.connections", T.INT, str((1 << 31) - 1), "max_connections"),
+        BrokerConfig("max.connections", T.INT, str((1 << 31) - 1), "max_connections", True),
         BrokerConfig("max.connections.per.ip", T.INT, str((1 << 31) - 1), "max_connections_per_ip", True),
-        BrokerConfig("max.connections.per.ip.overrides", T.STRING, "", "max_connections_per_ip_overrides"),
+        BrokerConfig("max.connections.per.ip.overrides", T.STRING, "", "max_connections_per_ip_overrides", True),
         BrokerConfig("fetch.max.bytes", T.INT, str(55 << 20), "fetch_max_bytes"),
         BrokerConfig("max.incremental.fetch.session.cache.slots", T.INT, "1000",
                      "max_incremental_fetch_session_cache_slots"),
@@ -163,7 +163,7 @@ def _catalogue() -> dict[str, BrokerConfig]:
                      "group_share_partition_max_record_locks"),
         BrokerConfig("offsets.retention.minutes", T.INT, "10080", "offsets_retention_minutes"),
         BrokerConfig("offsets.retention.check.interval.ms", T.LONG, "600000", "offsets_retention_check_interval_ms"),
-        BrokerConfig("producer.id.expiration.ms", T.INT, "86400000", "producer_id_expiration_ms"),
+        BrokerConfig("producer.id.expiration.ms", T.INT, "86400000", "producer_id_expiration_ms", True),
         BrokerConfig("producer.id.expiration.check.interval.ms", T.INT, "600000",
                      "producer_id_expiration_check_interval_ms"),
         BrokerConfig("logbroker.fsync", T.STRING, "always", "fsync"),
@@ -187,6 +187,7 @@ class Entry:
     type: ConfigType
     synonyms: tuple[tuple[str, str | None, int], ...]
     documentation: str | None = None
+    sensitive: bool = False  # value (and its synonyms' values) withheld: passwords and names Kafka does not know
 
 
 class BrokerConfigs:
@@ -262,30 +263,83 @@ class BrokerConfigs:
         spec = BROKER_CONFIGS.get(name)
         if spec is None:
             return
-        explicit = spec.setting is not None and spec.setting in self.static.model_fields_set
-        if explicit and (v := self._setting(name)) is not None:
+        if (v := self._static(name, spec)) is not None:
             yield v, STATIC
-        elif name in BROKER_SYNONYMS or spec.setting is None:
-            # A log default not set explicitly: Kafka's default of this very name (the hours form carries it).
-            if spec.default is not None:
-                yield spec.default, DEFAULT
-        elif (v := self._setting(name)) is not None:
-            yield v, DEFAULT  # logbroker's default, which is what is in force
+        # The default is a layer of its own, listed under a static value too (Kafka's staticDefaultConfigs).
+        if (v := self._default_of(name, spec)) is not None:
+            yield v, DEFAULT
+
+    def _static(self, name: str, spec: BrokerConfig) -> str | None:
+        """What the broker was started with under this name (a flag, the environment or the config file).
+        A setting the file gave under another name of its synonym group (log.retention.hours for
+        retention_ms) is reported under that name, in its unit."""
+        given = self.static._property_names  # setting -> the file's property name, where they differ
+        if spec.setting is None:
+            hit = BROKER_SYNONYMS.get(name)
+            setting = next((s for s, key in given.items() if key == name), None)
+            if hit is None or setting is None or setting not in self.static.model_fields_set:
+                return None
+            millis = getattr(self.static, setting)
+            return str(millis // spec.scale) if isinstance(millis, int) and millis % spec.scale == 0 else None
+        if spec.setting not in self.static.model_fields_set:
+            return None
+        origin = given.get(spec.setting)
+        if origin is not None and origin != name and origin in BROKER_CONFIGS:
+            other = BROKER_CONFIGS[origin]
+            if other.setting is None and self._static(origin, other) is not None:
+                return None  # reported under the file's name instead
+        return self._setting(name)
+
+    def _default_of(self, name: str, spec: BrokerConfig) -> str | None:
+        """A config's default: Kafka's for the log defaults and what has no setting behind it (the hours form
+        carries retention's); else logbroker's own default of the setting, which is what is in force when
+        nothing is set (listeners on 127.0.0.1). None: no default (advertised.listeners falls back to the
+        listeners, and Kafka lists that as unset)."""
+        if name in BROKER_SYNONYMS or spec.setting is None:
+            return spec.default
+        if name == "advertised.listeners":
+            return None
+        if name == "listeners":
+            return f"PLAINTEXT://{BrokerSettings.model_fields['listen'].default}"
+        field = BrokerSettings.model_fields[spec.setting]
+        default = field.get_default(call_default_factory=True)
+        if default is None:
+            return None
+        if isinstance(default, Path):
+            return str(default)
+        return render(getattr(default, "value", default))
+
+    def synonym_list(self, name: str, dynamic: Mapping[str, Mapping[str, str]] | None = None
+                     ) -> tuple[tuple[str, str | None, int], ...]:  # fmt: skip
+        """Kafka's synonyms of a broker config (ConfigHelper.configSynonyms): its whole synonym group
+        (log.retention.ms, .minutes, .hours) layer by layer, dynamic per broker first and defaults last, then
+        everything before the first entry of `name` itself dropped (so log.retention.ms set nowhere lists
+        nothing, even with log.retention.hours in the static configs)."""
+        hit = BROKER_SYNONYMS.get(name)
+        group = hit[0].synonyms if hit is not None else (name,)
+        layered = {n: list(self.levels(n, dynamic)) for n in group}
+        out = [(n, v, s) for src in (DYNAMIC_BROKER, DYNAMIC_DEFAULT, STATIC, DEFAULT) for n in group
+               for v, s in layered[n] if s == src]  # fmt: skip
+        while out and out[0][0] != name:
+            out.pop(0)
+        return tuple(out)
 
     def topic_default(
         self, topic: TopicConfig, dynamic: Mapping[str, Mapping[str, str]] | None = None
     ) -> tuple[str, int, list[tuple[str, str | None, int]]]:
-        """A topic config's broker-level value in the topic's unit, its source and the synonyms behind it."""
-        synonyms: list[tuple[str, str | None, int]] = []
-        chosen: tuple[str, int] | None = None
+        """A topic config's broker-level value in the topic's unit (the first synonym set at any layer wins:
+        log.retention.ms over .minutes over .hours), and Kafka's source and synonyms for it: those of its
+        first broker synonym (`synonym_list`), DEFAULT with none when that one is set nowhere."""
+        value: str | None = None
         for syn in topic.synonyms:
-            for value, source in self.levels(syn, dynamic):
-                synonyms.append((syn, value, source))
-                if chosen is None:
-                    chosen = (_scaled(value, topic.type, topic.scale.get(syn, 1)), source)
-        if chosen is None:
-            return topic.default or "", DEFAULT, synonyms
-        return chosen[0], chosen[1], synonyms
+            for v, _source in self.levels(syn, dynamic):
+                value = _scaled(v, topic.type, topic.scale.get(syn, 1))
+                break
+            if value is not None:
+                break
+        synonyms = list(self.synonym_list(topic.synonyms[0], dynamic)) if topic.synonyms else []
+        source = synonyms[0][2] if synonyms else DEFAULT
+        return (topic.default or "" if value is None else value), source, synonyms
 
     def log_defaults(self, dynamic: Mapping[str, Mapping[str, str]] | None = None) -> LogConfig:
         """The LogConfig of a topic without overrides, from the broker layers."""
@@ -312,20 +366,16 @@ class BrokerConfigs:
                                               if k not in BROKER_CONFIGS)  # fmt: skip
         for name in dict.fromkeys(names):
             spec = BROKER_CONFIGS.get(name)
-            chain = self._chain(name)
-            synonyms = tuple((n, v, s) for n in chain for v, s in self.levels(n))
-            own = next(((v, s) for n, v, s in synonyms if n == name), None)
-            value, source = own if own is not None else (None, DEFAULT)
-            out.append(Entry(name, value, source, spec is None or not spec.dynamic, _type_of(name), synonyms))
+            if spec is None:
+                # A name Kafka does not know (a plugin's): its type is unknown, so its value is withheld.
+                synonyms = tuple((n, None, s) for n, _v, s in self.synonym_list(name))
+                out.append(Entry(name, None, synonyms[0][2] if synonyms else DEFAULT, True, ConfigType.UNKNOWN,
+                                 synonyms, sensitive=True))  # fmt: skip
+                continue
+            synonyms = self.synonym_list(name)
+            value, source = (synonyms[0][1], synonyms[0][2]) if synonyms else (None, DEFAULT)
+            out.append(Entry(name, value, source, not spec.dynamic, _type_of(name), synonyms))
         return out
-
-    def _chain(self, name: str) -> tuple[str, ...]:
-        """`name` and the lower-priority synonyms after it (log.retention.ms -> minutes -> hours)."""
-        hit = BROKER_SYNONYMS.get(name)
-        if hit is None:
-            return (name,)
-        syns = hit[0].synonyms
-        return syns[syns.index(name) :]
 
     # ------------------------------------------------------------------ alter
 

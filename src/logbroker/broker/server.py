@@ -103,6 +103,8 @@ class Broker:
         self.stats = {"connections": 0, "requests": 0, "protocol_errors": 0, "refused_connections": 0, "mutes": 0}
         self._per_host: dict[str, int] = {}  # open connections by client address
         self._host_limits: dict[str, int] = {}  # max.connections.per.ip.overrides, resolved to addresses
+        self._fd_cap = settings.max_connections  # what descriptors allow, set at start
+        self._limits_from: tuple[int, str] = (settings.max_connections, settings.max_connections_per_ip_overrides)
         self.max_connections = settings.max_connections  # lowered at start to what descriptors allow
         # Bytes of requests in progress and of responses not yet sent, over all connections (a running
         # estimate: transports drain without telling, so it is recounted before it mutes anyone).
@@ -148,12 +150,14 @@ class Broker:
         fds = raise_fd_limit()
         # Connections get what descriptors the logs do not need: accept() must never hit EMFILE.
         allowed = descriptor_shares(fds)[0]
+        self._fd_cap = allowed
         if self.max_connections > allowed:
             log.info(
                 "max_connections %d lowered to %d by the file-descriptor limit %d", self.max_connections, allowed, fds
             )
             self.max_connections = allowed
         self._host_limits = resolve_overrides(self.settings.max_connections_per_ip_overrides)
+        self._limits_from = (self.settings.max_connections, self.settings.max_connections_per_ip_overrides)
         # TLS files and PLAIN users are read before anything opens: a bad one refuses to start, naming it.
         self.listeners = [ListenerRuntime.build(spec, self.settings) for spec in ctx.listeners]
         self.metrics.loop = asyncio.get_running_loop()
@@ -256,6 +260,7 @@ class Broker:
         if self.context.stopping:
             return False
         host = conn.address
+        self._follow_limits()
         limit = self._host_limits.get(host, self.settings.max_connections_per_ip)
         if len(self._connections) >= self.max_connections:
             reason = f"{len(self._connections)} connections open (max_connections={self.max_connections})"
@@ -271,6 +276,20 @@ class Broker:
         self.metrics.listener(conn.listener.spec.name).refused += 1
         log.warning("refusing connection from %s: %s", conn.peer, reason)
         return False
+
+    def _follow_limits(self) -> None:
+        """max.connections and max.connections.per.ip.overrides are dynamic broker configs: a change takes
+        effect at the next connection (the descriptor cap still holds)."""
+        now = (self.settings.max_connections, self.settings.max_connections_per_ip_overrides)
+        if now == self._limits_from:
+            return
+        self._limits_from = now
+        self.max_connections = min(now[0], self._fd_cap)
+        try:
+            self._host_limits = resolve_overrides(now[1])
+        except ValueError as exc:  # checked when altered; a name that stopped resolving keeps the old map
+            log.warning("max.connections.per.ip.overrides not applied: %s", exc)
+        log.info("connection limits now: max_connections=%d, overrides=%r", self.max_connections, now[1])
 
     def release(self, conn: ClientConnection) -> None:
         if conn in self._connections:

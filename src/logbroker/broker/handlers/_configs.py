@@ -9,7 +9,7 @@ from typing import Any
 
 from logbroker.protocol import ErrorCode as E
 
-from ..configs import DEFAULT, DYNAMIC_TOPIC, Entry
+from ..configs import DYNAMIC_TOPIC, Entry
 from ..context import BrokerContext
 from ..seams import TOPIC_CONFIGS, ConfigError, TopicError, validate_topic_name
 
@@ -88,8 +88,6 @@ def topic_config_entries(ctx: BrokerContext, overrides: dict[str, str], keys: li
         if keys is not None and name not in keys:
             continue
         value, source, synonyms = ctx.configs.topic_default(spec)
-        if all(s == DEFAULT for _n, _v, s in synonyms) and synonyms and synonyms[0][0] != spec.synonyms[0]:
-            synonyms = []  # as Kafka: a default is listed only from the first synonym (not log.retention.hours)
         if name in overrides:
             value, source = overrides[name], DYNAMIC_TOPIC
             synonyms = [(name, value, DYNAMIC_TOPIC), *synonyms]

@@ -87,8 +87,8 @@ def handle(ctx: BrokerContext, req: Request) -> R:
             else:
                 entries = topic_config_entries(ctx, meta.configs, keys)
         elif res.resource_type == BROKER:
-            if res.resource_name not in ("", str(ctx.node_id)):
-                err, msg = E.INVALID_REQUEST, f"no broker {res.resource_name!r}; this is {ctx.node_id}"
+            if (wrong := _wrong_broker(res.resource_name, ctx.node_id)) is not None:
+                err, msg = E.INVALID_REQUEST, wrong
             else:
                 entries = broker_config_entries(ctx, res.resource_name, keys)
         elif res.resource_type == BROKER_LOGGER:
@@ -108,7 +108,7 @@ def handle(ctx: BrokerContext, req: Request) -> R:
                 read_only=e.read_only,
                 config_source=e.source,
                 is_default=False,  # v0's field: Kafka 3.x never sets it (measured on 3.9)
-                is_sensitive=False,
+                is_sensitive=e.sensitive,
                 synonyms=[SYN(name=n, value=val, source=src) for n, val, src in e.synonyms]
                 if req.body.include_synonyms
                 else [],
@@ -128,3 +128,16 @@ def handle(ctx: BrokerContext, req: Request) -> R:
             )
         )
     return R(throttle_time_ms=0, results=results + denied)
+
+
+def _wrong_broker(name: str, node_id: int) -> str | None:
+    """ConfigHelper's refusal of a BROKER resource that names another broker, or None for this one (or "")."""
+    if name == "":
+        return None
+    try:
+        named = int(name)
+    except ValueError:
+        return f"Broker id must be an integer, but it is: {name}"
+    if named != node_id:
+        return f"Unexpected broker id, expected {node_id} or empty string, but received {name}"
+    return None
