@@ -558,3 +558,42 @@ def test_fetch_answers_are_capped_by_the_broker_not_the_client(capped: Target) -
         assert 64 * 1024 <= got <= 128 * 1024, got
         [t] = c.do(fetch_request(topic, 0, big, 0, 16 * MiB)).responses
         assert len(bytes(t.partitions[0].records)) >= 200 * 1024
+
+
+def test_per_ip_overrides_change_live(limited: Target) -> None:
+    """max.connections.per.ip.overrides is a dynamic broker config (read_only false, as in Kafka): a new value
+    limits the next connections, and deleting it restores the static one."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": limited.bootstrap})
+
+    def alter(value: str | None) -> None:
+        op = AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE
+        res = ConfigResource(ConfigResource.Type.BROKER, "1", incremental_configs=[
+            ConfigEntry("max.connections.per.ip.overrides", value, incremental_operation=op)])  # fmt: skip
+        admin.incremental_alter_configs([res])[res].result(30)
+
+    alter("127.0.0.2:20,127.0.0.3:2")
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # Kafka applies a dynamic broker config through its metadata log, a moment after the answer
+            socks = _connect_many(limited.host, limited.port, 3, "127.0.0.3")
+            closed = _closed_by_peer(socks, 1.0)
+            for s in socks:
+                s.close()
+            if closed == 1 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert closed == 1, "the third connection from 127.0.0.3 stayed open under a limit of 2"
+    finally:
+        alter(None)
+    deadline = time.monotonic() + 30
+    while True:
+        socks = _connect_many(limited.host, limited.port, 4, "127.0.0.3")
+        closed = _closed_by_peer(socks, 1.0)
+        for s in socks:
+            s.close()
+        if closed == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert closed == 0, "the static limit of 5 was not restored"
