@@ -39,6 +39,11 @@ class Topics:
         """The logs themselves, for the broker's own services (cleaner, scrubber, retention)."""
         return self._storage
 
+    @property
+    def changes(self) -> int:
+        """Topics created, grown or deleted since the broker started (DescribeQuorum's metadata offset)."""
+        return self._storage.changes
+
     def with_open_transactions(self) -> list[tuple[str, int, PartitionLog]]:
         """(topic, partition, log) of every partition with a transaction open in it."""
         return [(t, i, plog) for (t, i), plog in self._storage.logs.items() if plog.producers.ongoing]

@@ -38,6 +38,8 @@ TOOLS: Mapping[str, str] = {
     "kafka-features": "org.apache.kafka.tools.FeatureCommand",
     "kafka-broker-api-versions": "org.apache.kafka.tools.BrokerApiVersionsCommand",
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
+    "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
+    "kafka-metadata-quorum": "org.apache.kafka.tools.MetadataQuorumCommand",
 }
 
 # Kafka's bin/ scripts log WARN and above to stderr (config/tools-log4j2.yaml); stdout stays the tool's output.
