@@ -389,3 +389,53 @@ def test_scram_credentials(target: SimpleNamespace) -> None:
             eventually(described)
     finally:
         revoke(target, *cluster)
+
+
+def test_cluster_admin_apis(target: SimpleNamespace) -> None:
+    """Elections and reassignments need ALTER on the cluster, listing reassignments and the quorum DESCRIBE,
+    listing config resources DESCRIBE_CONFIGS; each refusal is shaped as Kafka's controller (or broker) shapes
+    it, and a grant turns it into the one-node answer."""
+    EL, APR, LPR, DQ, LCR = (api(k).request for k in (ApiKey.ElectLeaders, ApiKey.AlterPartitionReassignments,
+                                                      ApiKey.ListPartitionReassignments, ApiKey.DescribeQuorum,
+                                                      ApiKey.ListConfigResources))  # fmt: skip
+    name = unique("elect")
+    create_topic(target, name)
+    elect = EL(election_type=0, timeout_ms=10_000, topic_partitions=[EL.TopicPartitions(topic=name, partitions=[0])])
+    move = APR(timeout_ms=10_000, topics=[APR.ReassignableTopic(name=name, partitions=[
+        APR.ReassignableTopic.ReassignablePartition(partition_index=0, replicas=[1])])])  # fmt: skip
+    listing = LPR(timeout_ms=10_000, topics=[LPR.ListPartitionReassignmentsTopics(name=name, partition_indexes=[0])])
+    quorum = DQ(topics=[DQ.TopicData(topic_name="__cluster_metadata",
+                                     partitions=[DQ.TopicData.PartitionData(partition_index=0)])])  # fmt: skip
+
+    def needs(message: str | None, operation: str) -> bool:
+        return bool(message) and message.startswith("Request ") and message.endswith(f"needs {operation} permission.")
+
+    with anonymous(target) as conn:
+        r = conn.do(elect, 2)
+        [p] = r.replica_election_results[0].partition_result
+        assert (r.error_code, p.error_code) == (31, 31) and needs(p.error_message, "ALTER")
+        r = conn.do(move, 1)
+        [p] = r.responses[0].partitions
+        assert (r.error_code, p.error_code) == (31, 31) and needs(r.error_message, "ALTER")
+        r = conn.do(listing, 0)
+        assert r.error_code == 31 and needs(r.error_message, "DESCRIBE")
+        assert [(t.name, [(q.partition_index, q.replicas) for q in t.partitions]) for t in r.topics] == [
+            (name, [(0, [])])
+        ]
+        r = conn.do(quorum, 2)
+        assert (r.error_code, r.error_message, r.topics) == (31, "Cluster authorization failed.", [])
+        r = conn.do(LCR(resource_types=[]), 1)
+        assert (r.error_code, r.config_resources) == (31, [])
+    rights = [acl(CLUSTER, "kafka-cluster", op, "User:bob") for op in (ALTER, DESCRIBE, DESCRIBE_CONFIGS)]
+    grant(target, *rights)
+    try:
+        with as_user(target, "bob") as bob:
+            eventually(lambda: assert_equal(bob.do(elect, 2).replica_election_results[0].partition_result[0].error_code,
+                                            84))  # fmt: skip
+            assert bob.do(move, 1).responses[0].partitions[0].error_code == 0
+            assert (bob.do(listing, 0).error_code, bob.do(quorum, 2).error_code) == (0, 0)
+            assert (name, 2) in {
+                (c.resource_name, c.resource_type) for c in bob.do(LCR(resource_types=[2]), 1).config_resources
+            }
+    finally:
+        revoke(target, *rights)
