@@ -551,3 +551,106 @@ def test_kafka_share_groups_lists_describes_resets_and_deletes(bootstrap: str) -
     eventually(reset, timeout=30)
     out = kafka_tool("kafka-share-groups", bootstrap, "--delete", "--group", group)
     assert out.returncode == 0 and "was successful" in out.stdout, out.output
+
+
+def test_two_members_split_a_four_partition_topic(bootstrap: str) -> None:
+    """Kafka's simple assignor spreads partitions over the members: two librdkafka share consumers of one
+    group on four partitions both get records (Kafka 4.4 split 400 as 199/201)."""
+    topic = create_topic(bootstrap, unique("sh-four"), partitions=4)
+    group = unique("sg")
+    members = [consumer(bootstrap, group, topic) for _ in range(2)]
+    try:
+        deadline = time.monotonic() + 60
+        p = Producer({"bootstrap.servers": bootstrap})
+        started: set[int] = set()
+        while len(started) < 4 and time.monotonic() < deadline:  # every share-partition started
+            for part in range(4):
+                if part not in started:
+                    p.produce(topic, WARM, partition=part)
+            p.flush(10)
+            for c in members:
+                started |= {m.partition() for m in c.poll(0.3) or [] if m.error() is None}
+        assert len(started) == 4, f"share-partitions started: {sorted(started)}"
+        values = [b"r%d" % i for i in range(400)]
+        for i, v in enumerate(values):
+            p.produce(topic, v, key=b"k%d" % i)
+        assert p.flush(30) == 0
+        got = drain(members, 400)
+        counts = [len(ms) for ms in got.values()]
+        assert sum(counts) == 400 and sorted(m.value() for ms in got.values() for m in ms) == sorted(values)
+        assert min(counts) > 0, f"one member got every record: {counts}"
+    finally:
+        for c in members:
+            c.close()
+
+
+def test_acknowledgements_sent_after_leaving_the_group_are_taken(bootstrap: str) -> None:
+    """A closing share consumer may leave the group (heartbeat epoch -1) before its last ShareAcknowledge
+    (session epoch -1) arrives: the share session outlives the membership, so those acknowledgements are
+    taken and the records do not come back to the next member."""
+    import uuid as _uuid
+
+    from logbroker.protocol import ApiKey, api
+    from logbroker_devtools.client.connection import Connection, parse_bootstrap
+
+    HB, SF, SA = (api(k).request for k in (ApiKey.ShareGroupHeartbeat, ApiKey.ShareFetch, ApiKey.ShareAcknowledge))
+    topic = create_topic(bootstrap, unique("sh-leave"))
+    group = unique("sg")
+    assert set_group_configs(bootstrap, group, share_auto_offset_reset="earliest") == [(0, None)]
+    produce(bootstrap, topic, [b"l%d" % i for i in range(5)])
+
+    def member(c: Connection) -> tuple[str, Any]:
+        """Join and heartbeat until partition 0 of the topic is assigned: (member id, topic id)."""
+        mid = str(_uuid.uuid4())
+        epoch, deadline = 0, time.monotonic() + 30
+        while time.monotonic() < deadline:
+            r = c.do(HB(group_id=group, member_id=mid, member_epoch=epoch, rack_id=None,
+                        subscribed_topic_names=[topic] if epoch == 0 else None), 1)  # fmt: skip
+            assert r.error_code == 0, r
+            epoch = r.member_epoch
+            if r.assignment is not None and r.assignment.topic_partitions:
+                return mid, r.assignment.topic_partitions[0].topic_id
+            time.sleep(0.2)
+        raise AssertionError("no assignment within 30 s")
+
+    def fetch(c: Connection, mid: str, tid: Any, epoch: int) -> list[int]:
+        part = SF.FetchTopic.FetchPartition(partition_index=0, acknowledgement_batches=[])
+        r = c.do(SF(group_id=group, member_id=mid, share_session_epoch=epoch, max_wait_ms=500, min_bytes=1,
+                    max_bytes=1 << 20, max_records=100, batch_size=100,
+                    topics=[SF.FetchTopic(topic_id=tid, partitions=[part])], forgotten_topics_data=[]), 1)  # fmt: skip
+        assert r.error_code == 0, r
+        offsets = []
+        for t in r.responses:
+            for p in t.partitions:
+                for a in p.acquired_records:
+                    offsets += range(a.first_offset, a.last_offset + 1)
+        return offsets
+
+    with Connection(*parse_bootstrap(bootstrap)) as c:
+        mid, tid = member(c)
+        got: list[int] = []
+        epoch = 0
+        deadline = time.monotonic() + 30
+        while len(got) < 5 and time.monotonic() < deadline:
+            got += fetch(c, mid, tid, epoch)
+            epoch += 1
+        assert got == [0, 1, 2, 3, 4]
+        left = c.do(HB(group_id=group, member_id=mid, member_epoch=-1, rack_id=None, subscribed_topic_names=None), 1)
+        assert left.error_code == 0
+        ack = SA.AcknowledgeTopic.AcknowledgePartition(partition_index=0, acknowledgement_batches=[
+            SA.AcknowledgeTopic.AcknowledgePartition.AcknowledgementBatch(first_offset=0, last_offset=4,
+                                                                          acknowledge_types=[1])])  # fmt: skip
+        r = c.do(SA(group_id=group, member_id=mid, share_session_epoch=-1,
+                    topics=[SA.AcknowledgeTopic(topic_id=tid, partitions=[ack])]), 1)  # fmt: skip
+        assert (r.error_code, [(p.partition_index, p.error_code) for t in r.responses for p in t.partitions]) == (
+            0, [(0, 0)])  # fmt: skip
+    produce(bootstrap, topic, [b"after"])
+    with Connection(*parse_bootstrap(bootstrap)) as c:
+        mid, tid = member(c)
+        seen: list[int] = []
+        epoch = 0
+        deadline = time.monotonic() + 30
+        while 5 not in seen and time.monotonic() < deadline:
+            seen += fetch(c, mid, tid, epoch)
+            epoch += 1
+        assert seen == [5], "accepted records came back"

@@ -210,8 +210,7 @@ class ShareCoordinator:
     async def sweep(self, now: float) -> None:
         for g in list(self.groups.values()):
             for m in [m for m in g.members.values() if m.deadline <= now]:
-                log.info("share group %s: member %s timed out", g.group_id, m.member_id)
-                await self._remove_member(g, m.member_id)
+                await self._remove_member(g, m.member_id, timed_out=True)
         changed = [key for key, sp in self.partitions.items()
                    if sp.expire(now, self.settings(key[0]).delivery_count_limit)]  # fmt: skip
         if changed:
@@ -308,12 +307,19 @@ class ShareCoordinator:
         if created:
             await self.save(created)
 
-    async def _remove_member(self, g: ShareGroup, mid: str) -> None:
+    async def _remove_member(self, g: ShareGroup, mid: str, timed_out: bool = False) -> None:
+        """A member leaves the group. Its share session outlives a leave, as Kafka's does (the session
+        belongs to the share-partition side): a closing consumer leaves, then sends its last
+        acknowledgements with session epoch -1, which close the session and release what is left; its
+        connection closing or its locks expiring do the same otherwise. A member timed out is gone
+        altogether: its session ends and its records go back at once."""
         g.members.pop(mid, None)
         g.epoch += 1
-        self.sessions.pop((g.group_id, mid), None)
-        await self.release_member(g.group_id, mid)
-        log.info("share group %s: member %s left (epoch %d)", g.group_id, mid, g.epoch)
+        if timed_out:
+            self.sessions.pop((g.group_id, mid), None)
+            await self.release_member(g.group_id, mid)
+        log.info("share group %s: member %s %s (epoch %d)", g.group_id, mid, "timed out" if timed_out else "left",
+                 g.epoch)  # fmt: skip
         if g.members:
             await self._reassign(g)
 
