@@ -654,3 +654,48 @@ def test_acknowledgements_sent_after_leaving_the_group_are_taken(bootstrap: str)
             seen += fetch(c, mid, tid, epoch)
             epoch += 1
         assert seen == [5], "accepted records came back"
+
+
+def test_offsets_set_for_a_share_group_before_any_member(bootstrap: str) -> None:
+    """AlterShareGroupOffsets for a group no member has joined yet (kadm and `kafka-share-groups
+    --reset-offsets` before the first consumer): Kafka makes the group's state, so the first member starts
+    there, the offsets are described and the group can be deleted."""
+    from logbroker.protocol import ApiKey, api
+    from support import Wire
+
+    A = api(ApiKey.AlterShareGroupOffsets).request
+    D = api(ApiKey.DescribeShareGroupOffsets).request
+    topic = create_topic(bootstrap, unique("sh-pre"))
+    group = unique("sg")
+    produce(bootstrap, topic, [b"p%d" % i for i in range(10)])
+    part = A.AlterShareGroupOffsetsRequestTopic.AlterShareGroupOffsetsRequestPartition(partition_index=0,
+                                                                                       start_offset=7)  # fmt: skip
+    with Wire(bootstrap, timeout=30) as wire:
+        deadline = time.monotonic() + 30
+        while True:  # Kafka's share coordinator loads its state topic first (COORDINATOR_LOAD_IN_PROGRESS)
+            r = wire.call(ApiKey.AlterShareGroupOffsets, 0, A(group_id=group, topics=[
+                A.AlterShareGroupOffsetsRequestTopic(topic_name=topic, partitions=[part])]))  # fmt: skip
+            if r.error_code != 14 or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        assert (r.error_code, [(p.partition_index, p.error_code) for t in r.responses for p in t.partitions]) == (
+            0, [(0, 0)]), r  # fmt: skip
+        resp = wire.call(ApiKey.DescribeShareGroupOffsets, 1, D(groups=[D.DescribeShareGroupOffsetsRequestGroup(
+            group_id=group, topics=None)]))  # fmt: skip
+        [g] = resp.groups
+        assert [(t.topic_name, [(p.partition_index, p.start_offset, p.lag) for p in t.partitions])
+                for t in g.topics] == [(topic, [(0, 7, 3)])]  # fmt: skip
+    c = consumer(bootstrap, group, topic)
+    try:
+        got = drain([c], 3, timeout=30)
+        assert sorted(m.offset() for m in got[0]) == [7, 8, 9]
+    finally:
+        c.close()
+    DG = api(ApiKey.DeleteGroups).request
+    with Wire(bootstrap, timeout=30) as wire:
+
+        def deleted() -> None:  # the group empties once the member's leave is through
+            r = wire.call(ApiKey.DeleteGroups, 2, DG(groups_names=[group]))
+            assert [(x.group_id, x.error_code) for x in r.results] == [(group, 0)]
+
+        eventually(deleted, timeout=30)

@@ -93,13 +93,18 @@ NOT_HOSTED = "This server does not host this topic-partition."
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def offsets_refusal(ctx: BrokerContext, req: Request, operation: AclOperation) -> tuple[E, str | None] | None:
-    """Alter/DeleteShareGroupOffsets' group checks (Kafka 4.4's order and messages), or None."""
+def offsets_refusal(ctx: BrokerContext, req: Request, operation: AclOperation,
+                    creates: bool = False) -> tuple[E, str | None] | None:  # fmt: skip
+    """Alter/DeleteShareGroupOffsets' group checks (Kafka 4.4's order and messages), or None. `creates`
+    (Alter): a group id no group has yet is a new, empty share group, as Kafka 4.4 makes its state (measured);
+    one of another kind of group is GROUP_ID_NOT_FOUND."""
     gid = req.body.group_id
     if not ctx.access.authorize(req, operation, ResourceType.GROUP, gid):
         return E.GROUP_AUTHORIZATION_FAILED, None
     g = ctx.share.describe(gid)
     if g is None:
+        if creates and not ctx.share.other_kind(gid):
+            return None
         return E.GROUP_ID_NOT_FOUND, f"Group {gid} not found."
     if g.members:
         return E.NON_EMPTY_GROUP, "The group is not empty."

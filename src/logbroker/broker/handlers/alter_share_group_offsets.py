@@ -1,7 +1,9 @@
 """AlterShareGroupOffsets (91): start a share group's partitions afresh at given offsets
 (`kafka-share-groups --reset-offsets`): whatever was in flight is forgotten.
 
-As measured on Kafka 4.4: the group must exist (GROUP_ID_NOT_FOUND "Group G not found.") and be empty
+As measured on Kafka 4.4: a group id no group has is made a new, empty share group whose partitions start
+there (the offsets are set before the first member, `kadm` and `kafka-share-groups --reset-offsets` do
+that); an id of another kind of group is GROUP_ID_NOT_FOUND "Group G not found."; the group must be empty
 (NON_EMPTY_GROUP "The group is not empty."); a partition that does not exist is UNKNOWN_TOPIC_OR_PARTITION.
 The group needs READ (GROUP_AUTHORIZATION_FAILED)."""
 
@@ -25,7 +27,7 @@ AP = AT.AlterShareGroupOffsetsResponsePartition
 
 @handles(ApiKey.AlterShareGroupOffsets, 0, 0)
 async def handle(ctx: BrokerContext, req: Request) -> Any:
-    refused = offsets_refusal(ctx, req, AclOperation.READ)
+    refused = offsets_refusal(ctx, req, AclOperation.READ, creates=True)
     if refused is not None:
         return R(throttle_time_ms=0, error_code=int(refused[0]), error_message=refused[1], responses=[])
     starts: list[tuple[str, int, int]] = []

@@ -493,6 +493,10 @@ class ShareCoordinator:
                 out.setdefault(t, []).append(p)
         return out
 
+    def other_kind(self, group_id: str) -> bool:
+        """Whether a consumer or classic group has this id (no share group can then)."""
+        return self._other_groups.group(group_id) is not None
+
     async def set_start(self, group_id: str, starts: list[tuple[str, int, int]]) -> None:
         """AlterShareGroupOffsets: each (topic id, partition) starts afresh at its offset (a new state epoch:
         nothing in flight any more), durably."""
