@@ -180,3 +180,26 @@ def test_kafkas_tools_run_against_it(target: str, topic: str, tmp_path: Any) -> 
     r = kafka_tool("kafka-reassign-partitions", target, "--verify", "--reassignment-json-file", str(plan))
     assert r.returncode == 0, r.output
     assert f"Reassignment of partition {topic}-0 is completed." in r.stdout
+
+
+def test_kafka_4_4s_newest_keys(target: str, request: pytest.FixtureRequest) -> None:
+    """UnregisterController (94): the one node is the active controller and no other was registered.
+    StreamsGroupTopologyDescriptionUpdate (93): UNSUPPORTED_VERSION on both (Kafka 4.4 names the missing
+    topology plugin; logbroker, which serves no streams groups yet, answers as a broker without the protocol)."""
+    UC = api(ApiKey.UnregisterController).request
+    SU = api(ApiKey.StreamsGroupTopologyDescriptionUpdate).request
+    me = do(target, UC(controller_id=1), 0)
+    assert (me.error_code, me.error_message) == (
+        E.INVALID_REQUEST,
+        "Controller cannot unregister itself while it is active.",
+    )
+    other = do(target, UC(controller_id=2), 0)
+    assert (other.error_code, other.error_message) == (136, "Controller ID 2 is not currently registered.")
+    T = SU.TopologyDescription
+    r = do(target, SU(group_id=unique("sg"), member_id="m", topology_epoch=0,
+                      topology_description=T(subtopologies=[], global_stores=[])), 0)  # fmt: skip
+    assert r.error_code == E.UNSUPPORTED_VERSION
+    if request.node.callspec.params["target"] == "kafka":
+        assert r.error_message == "The broker has no streams group topology description plugin configured."
+    else:
+        assert r.error_message is None

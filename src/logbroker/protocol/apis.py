@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import warnings
 from dataclasses import dataclass
+from enum import IntEnum
 from functools import cache
 from typing import Any
 
@@ -17,12 +18,19 @@ from typing import Any
 # hundreds in every program (and every user's pytest run) that imports the codec. Not ours to act on.
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka.protocol.api_key import ApiKey
+    from kafka.protocol.api_key import ApiKey as _CodecApiKey
     from kafka.protocol.api_message import ApiMessage
 
     from . import kip848  # its messages load their schemas the same way
 
 __all__ = ["Api", "ApiKey", "ApiSpec", "UnknownApi", "api"]
+
+# Kafka's API keys: the codec's, and the ones newer than it whose schemas are ours (kip848).
+ApiKey = IntEnum(  # type: ignore[misc]
+    "ApiKey",
+    [(k.name, int(k)) for k in _CodecApiKey]
+    + [("StreamsGroupTopologyDescriptionUpdate", 93), ("UnregisterController", 94)],
+)
 
 # kafka-python modules whose ApiMessage classes make up the catalogue (plus our own kip848 messages).
 _MODULES = (

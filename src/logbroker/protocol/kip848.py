@@ -78,3 +78,20 @@ class DeleteShareGroupOffsetsRequest(ApiMessage, load_json=schemas):
 
 class DeleteShareGroupOffsetsResponse(ApiMessage, load_json=schemas):
     pass
+
+
+# Kafka 4.4's newest keys (kafka-python has neither): 93 (KIP-1331) and 94 (KIP-1312).
+class StreamsGroupTopologyDescriptionUpdateRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class StreamsGroupTopologyDescriptionUpdateResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+class UnregisterControllerRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class UnregisterControllerResponse(ApiMessage, load_json=schemas):
+    pass
