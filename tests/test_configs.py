@@ -493,3 +493,41 @@ def test_kafka_configs_tool_alters_and_describes(target: str) -> None:
     assert r.returncode == 0, r.output
     default = ("360000000", ConfigSource.DEFAULT_CONFIG)
     eventually(lambda: assert_equal(value_of(target, topic, "retention.ms"), default))
+
+
+# Broker configs whose default is logbroker's own (what is in force on it), not Kafka's: its node id, its data
+# directory, listening on loopback, the SASL mechanisms it has (no GSSAPI), PEM key stores (no JKS), the faster
+# group start and lower minimum session, and the connection cap descriptors allow.
+OWN_DEFAULTS = {"broker.id", "node.id", "log.dirs", "listeners", "sasl.enabled.mechanisms", "ssl.keystore.type",
+                "ssl.truststore.type", "group.initial.rebalance.delay.ms", "group.min.session.timeout.ms",
+                "max.connections"}  # fmt: skip
+
+
+def test_every_broker_config_kafka_lists_is_listed(target: str, request: pytest.FixtureRequest) -> None:
+    """DescribeConfigs of the broker lists every config Kafka 4.4 lists (kafka_broker_configs.json, measured
+    from it; on the Kafka peer this checks the table is still Kafka's), with Kafka's type and default; the
+    dynamic ones are those Kafka changes live, less those logbroker cannot honour (read-only there)."""
+    from logbroker.broker.configs import BROKER_CONFIGS, KAFKA_BROKER_CONFIGS
+
+    DC = api(ApiKey.DescribeConfigs).request
+    res = DC.DescribeConfigsResource(resource_type=4, resource_name="1", configuration_keys=None)
+    with Connection(*parse_bootstrap(target)) as conn:
+        [r] = conn.do(DC(resources=[res], include_synonyms=True, include_documentation=False), 4).results
+    rows = {e.name: e for e in r.configs}
+    assert not set(KAFKA_BROKER_CONFIGS) - set(rows)
+    on_kafka = request.node.callspec.params["target"] == "kafka"
+    wrong = []
+    for name, kafka in KAFKA_BROKER_CONFIGS.items():
+        e = rows[name]
+        default = next((s.value for s in e.synonyms if s.source == 5 and s.name == name), None)
+        dynamic = not e.read_only
+        if e.config_type != kafka["type"]:
+            wrong.append((name, "type", e.config_type, kafka["type"]))
+        if (on_kafka or name not in OWN_DEFAULTS) and default != kafka["default"]:
+            wrong.append((name, "default", default, kafka["default"]))
+        if on_kafka and dynamic != kafka["dynamic"]:
+            wrong.append((name, "dynamic", dynamic, kafka["dynamic"]))
+        # logbroker: dynamic only where it applies a change, and then where Kafka allows one too
+        if not on_kafka and (dynamic != BROKER_CONFIGS[name].dynamic or (dynamic and not kafka["dynamic"])):
+            wrong.append((name, "dynamic", dynamic, kafka["dynamic"]))
+    assert not wrong

@@ -13,6 +13,7 @@ import json
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -170,9 +171,23 @@ def _catalogue() -> dict[str, BrokerConfig]:
         BrokerConfig("logbroker.fsync.interval.ms", T.LONG, "1000", "fsync_interval_ms"),
     ):  # fmt: skip
         out[c.name] = c
+    # Every other broker config Kafka 4.4 lists (measured: kafka_broker_configs.json), with Kafka's default, so
+    # its tools see the whole set; logbroker honours none of these, so none can change while it runs.
+    for name, kafka in KAFKA_BROKER_CONFIGS.items():
+        if name not in out:
+            out[name] = BrokerConfig(name, ConfigType(kafka["type"]), kafka["default"])
     return out
 
 
+def _kafka_broker_configs() -> dict[str, dict[str, Any]]:
+    """Kafka 4.4's broker configs: name -> type, default, dynamic, sensitive (measured by
+    `python -m logbroker_devtools.catalogue.kafka_broker_configs`)."""
+    with resources.files("logbroker.broker").joinpath("kafka_broker_configs.json").open("rb") as f:
+        table: dict[str, dict[str, Any]] = json.load(f)
+    return table
+
+
+KAFKA_BROKER_CONFIGS = _kafka_broker_configs()
 BROKER_CONFIGS = _catalogue()
 
 
@@ -456,5 +471,8 @@ def _scaled(raw: str, kind: ConfigType, scale: int) -> str:
 
 
 def _type_of(name: str) -> ConfigType:
+    """The type DescribeConfigs reports: Kafka 4.4's (listeners are a LIST there), else the catalogue's."""
+    if (kafka := KAFKA_BROKER_CONFIGS.get(name)) is not None:
+        return ConfigType(kafka["type"])
     spec = BROKER_CONFIGS.get(name)
     return spec.type if spec is not None else ConfigType.STRING

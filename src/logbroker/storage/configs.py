@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from enum import IntEnum
 from types import MappingProxyType
 from typing import Any
@@ -77,7 +78,25 @@ def render(value: Any) -> str:
         return str(value).lower()
     if isinstance(value, list):
         return ",".join(value)
+    if isinstance(value, float):
+        return java_double(value)
     return str(value)
+
+
+def java_double(x: float) -> str:
+    """Java's Double.toString: plain from 10^-3 to 10^7 ("0.5", "10.0"), else computerized scientific
+    notation ("1.7976931348623157E308", "1.0E7"), with the shortest digits that read back as `x`."""
+    if x != x or x in (float("inf"), float("-inf")):
+        return {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}[repr(x)]
+    if x == 0 or 1e-3 <= abs(x) < 1e7:
+        s = repr(x)
+        if "e" in s:  # Python switches to exponents at 1e16; Java prints these plainly
+            s = f"{x:.1f}" if x.is_integer() else format(x, "f")
+        return s
+    sign, digits, exp = Decimal(repr(x)).as_tuple()
+    text = "".join(map(str, digits)).rstrip("0") or "0"
+    exponent = len(digits) + int(exp) - 1
+    return f"{'-' if sign else ''}{text[0]}.{text[1:] or '0'}E{exponent}"
 
 
 Check = Callable[[Any], str | None]
