@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 from kafka.protocol.api_message import ApiMessage
+from kafka.protocol.metadata import ApiVersionsRequest as _CodecApiVersionsRequest
+from kafka.protocol.metadata import ApiVersionsResponse as _CodecApiVersionsResponse
 
 from . import schemas
 
@@ -94,4 +96,14 @@ class UnregisterControllerRequest(ApiMessage, load_json=schemas):
 
 
 class UnregisterControllerResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+# ApiVersions v5 (KIP-1242: the cluster and node a client believes it reaches), over kafka-python's classes,
+# which keep the response's v0 header and its error fallback.
+class ApiVersionsRequest(_CodecApiVersionsRequest, load_json=schemas):
+    pass
+
+
+class ApiVersionsResponse(_CodecApiVersionsResponse, load_json=schemas):
     pass
