@@ -107,3 +107,12 @@ class ApiVersionsRequest(_CodecApiVersionsRequest, load_json=schemas):
 
 class ApiVersionsResponse(_CodecApiVersionsResponse, load_json=schemas):
     pass
+
+
+# DeleteGroups v3 (KIP-1331: a message per group result).
+class DeleteGroupsRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class DeleteGroupsResponse(ApiMessage, load_json=schemas):
+    pass

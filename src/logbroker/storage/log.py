@@ -369,12 +369,18 @@ class PartitionLog:
         return base, end - 1
 
     def append_marker(
-        self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int = 0
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int = 0,
+        transaction_version: int = 0,
     ) -> tuple[int, CompletedTxn | None]:
         """Write a COMMIT or ABORT marker for the producer's transaction; an abort is added to the aborted
         index of the segment the marker lands in. Returns (the marker's offset, the transaction it closed).
-        SequenceError when the marker's epoch is older than the producer's."""
-        self.producers.check_marker(producer_id, producer_epoch)
+        SequenceError when the marker's epoch is older than the producer's (not newer, under transaction
+        version 2)."""
+        self.producers.check_marker(producer_id, producer_epoch, transaction_version)
         now = _now_ms()
         buf = bytearray(build_marker(producer_id, producer_epoch, commit, coordinator_epoch, now))
         header = parse_header(buf)

@@ -127,11 +127,23 @@ class ProducerStateTable:
         if h.is_transactional and pid not in self.ongoing:
             self.ongoing[pid] = h.base_offset
 
-    def check_marker(self, producer_id: int, producer_epoch: int) -> None:
+    def check_marker(self, producer_id: int, producer_epoch: int, transaction_version: int = 0) -> None:
         """A marker from an epoch older than the producer's is refused (Kafka's fencing of a stale coordinator
-        or admin write)."""
+        or admin write). Under transaction version 2 (KIP-1228: the coordinator bumps the epoch before it
+        writes markers) the marker's epoch must be newer than the producer's, except a retried marker of the
+        same epoch once the transaction is closed (Kafka's ProducerAppendInfo)."""
         entry = self.producers.get(producer_id)
-        if entry is not None and producer_epoch < entry.epoch:
+        if entry is None:
+            return
+        if transaction_version >= 2:
+            retry = producer_epoch == entry.epoch and (producer_id not in self.ongoing or producer_epoch == 0x7FFF)
+            if producer_epoch <= entry.epoch and not retry:
+                raise SequenceError(
+                    E.INVALID_PRODUCER_EPOCH,
+                    f"marker epoch {producer_epoch} is not newer than producer {producer_id}'s epoch {entry.epoch} "
+                    f"(TV{transaction_version})",
+                )
+        elif producer_epoch < entry.epoch:
             raise SequenceError(
                 E.INVALID_PRODUCER_EPOCH,
                 f"marker epoch {producer_epoch} is older than producer {producer_id}'s epoch {entry.epoch}",

@@ -25,6 +25,9 @@ API = api(ApiKey.ConsumerGroupDescribe)
 R = API.response
 DG = R.DescribedGroup
 M = DG.Member
+# v1's MemberType (KIP-1099): a member that joined with JoinGroup/SyncGroup (a group upgrading from the classic
+# protocol), or one that heartbeats with ConsumerGroupHeartbeat; the admin client reports it as `upgraded`.
+CLASSIC_MEMBER, CONSUMER_MEMBER = 0, 1
 
 
 def _parts(ctx: BrokerContext, tm: dict[str, set[int]], cls: type) -> list:
@@ -61,7 +64,7 @@ def _bits(ops: frozenset[int]) -> int:
     return sum(1 << op for op in ops)
 
 
-@handles(ApiKey.ConsumerGroupDescribe, 0, 0)
+@handles(ApiKey.ConsumerGroupDescribe, 0, 1)
 def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     out = _describe(ctx, req)
     if ctx.access.authorizer is not None:
@@ -119,6 +122,7 @@ def _describe(ctx: BrokerContext, req: Request) -> list[DG]:
                         ctx, g.target.get(m.member_id, {}), M.TargetAssignment.TargetTopicPartitions
                     )
                 ),
+                member_type=CLASSIC_MEMBER if m.classic is not None else CONSUMER_MEMBER,
             )
             for m in g.members.values()
         ]

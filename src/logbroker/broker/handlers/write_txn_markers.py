@@ -4,7 +4,9 @@ client's abortTransaction (`kafka-transactions.sh abort`), which closes a hangin
 coordinator state is gone.
 
 It is an inter-broker API: with an authorizer it needs ALTER (or else CLUSTER_ACTION) on the cluster, and
-Kafka answers every partition CLUSTER_AUTHORIZATION_FAILED without either."""
+Kafka answers every partition CLUSTER_AUTHORIZATION_FAILED without either. v2 (KIP-1228) names each marker's
+transaction version: under version 2 a marker must come from a newer epoch than the producer's (a retry of
+the same epoch once its transaction closed excepted), else INVALID_PRODUCER_EPOCH."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ TR = MR.WritableTxnMarkerTopicResult
 PR = TR.WritableTxnMarkerPartitionResult
 
 
-@handles(ApiKey.WriteTxnMarkers, 0, 1, kafka4_min=1)
+@handles(ApiKey.WriteTxnMarkers, 0, 2, kafka4_min=1)
 async def handle(ctx: BrokerContext, req: Request) -> R:
     if not (cluster_allows(ctx, req, AclOperation.ALTER) or cluster_allows(ctx, req, AclOperation.CLUSTER_ACTION)):
         return _refused(req.body.markers)
@@ -41,7 +43,9 @@ async def handle(ctx: BrokerContext, req: Request) -> R:
                     err = E.UNKNOWN_TOPIC_OR_PARTITION
                 else:
                     try:
-                        plog.append_marker(m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch)
+                        tv = m.transaction_version if req.version >= 2 else 0
+                        plog.append_marker(m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch,
+                                           tv)  # fmt: skip
                         written = True
                     except SequenceError as exc:
                         err = exc.error
