@@ -128,3 +128,17 @@ def test_auto_created_with_the_ini_partitions(kafka_config):
     bad = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
     assert bad.ret != 0
     bad.stdout.fnmatch_lines(["*logbroker_settings*num_partitions*"])
+
+
+def test_the_readme_example_passes(pytester: pytest.Pytester) -> None:
+    """The README's example test and ini settings, as a user copies them."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = text[text.index("## Testing your code: the pytest plugin") :]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    ini = re.search(r"```ini\n(.*?)```", section, re.S)
+    assert code is not None and ini is not None
+    pytester.makefile(".ini", pytest=ini[1])
+    pytester.makepyfile(test_readme=code[1])
+    pytester.runpytest_subprocess("-p", "no:cacheprovider", "-W", "error", timeout=120).assert_outcomes(passed=1)

@@ -16,6 +16,7 @@ from logbroker.cli import certs as _certs
 from logbroker.cli import cluster as _cluster
 from logbroker.cli import config_cmd as _config_cmd
 from logbroker.cli import groups as _groups
+from logbroker.cli import migrate as _migrate
 from logbroker.cli import records as _records
 from logbroker.cli import serve as _serve
 from logbroker.cli import storage as _storage
@@ -85,6 +86,7 @@ for _command in (
     _cluster.cluster,
     _certs.certs,
     _config_cmd.config,
+    _migrate.migrate,
 ):
     main.add_command(_command)
 del _command
