@@ -68,10 +68,11 @@ def test_batches_are_stored_in_the_topics_codec_and_read_back_unchanged(target: 
     topic = create_topic(target, unique("codec"), config={"compression.type": topic_codec})
     p = ck.Producer({"bootstrap.servers": target, "compression.type": producer_codec, "linger.ms": 20})
     sent = []
+    base = int(time.time() * 1000) - 60_000  # recent: the shared Kafka's retention check must not delete them
     for i in range(300):
         key, value, headers = b"k%d" % i, (b"value-%d-" % i) * 20, [("h", b"%d" % i), ("empty", None)]
-        p.produce(topic, key=key, value=value, headers=headers, timestamp=1_700_000_000_000 + i)
-        sent.append((key, value, headers, (ck.TIMESTAMP_CREATE_TIME, 1_700_000_000_000 + i)))
+        p.produce(topic, key=key, value=value, headers=headers, timestamp=base + i)
+        sent.append((key, value, headers, (ck.TIMESTAMP_CREATE_TIME, base + i)))
     assert p.flush(30) == 0
     got = consume(target, topic, 300)
     assert [o for o, *_ in got] == list(range(300))
