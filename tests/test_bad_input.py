@@ -21,10 +21,11 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
-from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
+from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 
 from logbroker.broker.handlers import served_apis
+from logbroker.protocol import ApiKey, api
 from logbroker.protocol.errors import ErrorCode
 from logbroker.protocol.messages import encode_request
 from logbroker.protocol.records import CRC, NewRecord, build_batch, decode_records
@@ -361,7 +362,7 @@ def test_api_versions_too_new_gets_v0_unsupported_version_with_key_list(
         assert struct.unpack_from(">ih", resp0, 0) == (4243, 0)
         assert resp0[6:] == resp[6:]
         # And a supported flexible version still works there too.
-        s.sendall(encode_request(APIS[18], max_v, 4244, "kip511", ApiVersionsRequest(
+        s.sendall(encode_request(APIS[18], max_v, 4244, "kip511", api(ApiKey.ApiVersions).request(
             client_software_name="kip511", client_software_version="1.0")))  # fmt: skip
         assert struct.unpack_from(">ih", read_frame(s), 0) == (4244, 0)
     # Clients that negotiate this way (ours does) are served.

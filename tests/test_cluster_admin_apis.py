@@ -152,13 +152,12 @@ def test_config_resources_are_listed_in_kafkas_order(target: str, topic: str) ->
 
 
 def test_kafkas_tools_run_against_it(target: str, topic: str, tmp_path: Any) -> None:
-    """kafka-leader-election, kafka-reassign-partitions and kafka-metadata-quorum as an operator runs them."""
+    """kafka-leader-election, kafka-reassign-partitions and kafka-metadata-quorum as an operator runs them (one
+    JVM each: the rest of their answers is asserted raw above)."""
     r = kafka_tool("kafka-leader-election", target, "--election-type", "preferred", "--topic", topic,
                    "--partition", "0")  # fmt: skip
     assert r.returncode == 0, r.output
     assert f"Valid replica already elected for partitions {topic}-0" in r.stdout
-    r = kafka_tool("kafka-leader-election", target, "--election-type", "preferred", "--all-topic-partitions")
-    assert (r.returncode, r.stdout.strip()) == (0, ""), r.output
     r = kafka_tool("kafka-reassign-partitions", target, "--list")
     assert r.returncode == 0 and "No partition reassignments found." in r.stdout, r.output
     r = kafka_tool("kafka-metadata-quorum", target, "describe", "--status")
@@ -167,19 +166,12 @@ def test_kafkas_tools_run_against_it(target: str, topic: str, tmp_path: Any) -> 
     assert status["LeaderId"].strip() == "1" and status["MaxFollowerLag"].strip() == "0"
     [voter] = json.loads(status["CurrentVoters"].strip())
     assert voter["id"] == 1
-    r = kafka_tool("kafka-metadata-quorum", target, "describe", "--replication")
-    assert r.returncode == 0, r.output
-    rows = [line.split() for line in r.stdout.splitlines()]
-    assert rows[0][0] == "NodeId" and rows[1][0] == "1" and rows[1][-1] == "Leader"
 
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [1]}]}))
     r = kafka_tool("kafka-reassign-partitions", target, "--execute", "--reassignment-json-file", str(plan))
     assert r.returncode == 0, r.output
     assert f"Successfully started partition reassignment for {topic}-0" in r.stdout
-    r = kafka_tool("kafka-reassign-partitions", target, "--verify", "--reassignment-json-file", str(plan))
-    assert r.returncode == 0, r.output
-    assert f"Reassignment of partition {topic}-0 is completed." in r.stdout
 
 
 def test_kafka_4_4s_newest_keys(target: str, request: pytest.FixtureRequest) -> None:

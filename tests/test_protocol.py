@@ -78,7 +78,8 @@ MANY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCh
 _I32 = struct.Struct(">i")
 _HDR = struct.Struct(">hhi")
 APIS = served_apis()  # what the broker serves, from its handlers' declarations
-SERVED = SimpleNamespace(apis=APIS)  # the one thing ApiVersions' handler reads of its context
+# What ApiVersions' handler reads of its context: the served APIs, and (features' epoch, v3+) the topic changes.
+SERVED = SimpleNamespace(apis=APIS, topics=SimpleNamespace(changes=0))
 ZERO_UUID = uuid.UUID(int=0)
 MAX_UNSIGNED_VARINT = (1 << 32) - 1
 

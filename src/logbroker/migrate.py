@@ -31,7 +31,8 @@ from logbroker.jars import default_jar_dir, jars_available, java_tool
 
 MAIN = "org.apache.kafka.connect.mirror.MirrorMaker"
 MM2_VERSION = "4.3.1"  # connect-mirror: the newest on Maven Central (4.4.0 is not published there)
-INTERNAL = re.compile(r"^(__.*|mm2-.*|.*\.internal|.*[-.]replica)$")
+# MirrorMaker's default topics.exclude: what it never copies is not waited for either.
+INTERNAL = re.compile(r"^(mm2.*\.internal|.*\.replica|__.*)$")
 
 
 class MigrateError(RuntimeError):
