@@ -573,27 +573,22 @@ def test_per_ip_overrides_change_live(limited: Target) -> None:
             ConfigEntry("max.connections.per.ip.overrides", value, incremental_operation=op)])  # fmt: skip
         admin.incremental_alter_configs([res])[res].result(30)
 
-    alter("127.0.0.2:20,127.0.0.3:2")
-    try:
+    def refused_of(n: int, want: int) -> int:
+        """How many of `n` connections from 127.0.0.3 the broker closes, retried until `want` (Kafka applies a
+        dynamic broker config through its metadata log, a moment after the answer) or 30 s."""
         deadline = time.monotonic() + 30
-        while True:  # Kafka applies a dynamic broker config through its metadata log, a moment after the answer
-            socks = _connect_many(limited.host, limited.port, 3, "127.0.0.3")
+        while True:
+            socks = _connect_many(limited.host, limited.port, n, "127.0.0.3")
             closed = _closed_by_peer(socks, 1.0)
             for s in socks:
                 s.close()
-            if closed == 1 or time.monotonic() > deadline:
-                break
+            if closed == want or time.monotonic() > deadline:
+                return closed
             time.sleep(0.5)
-        assert closed == 1, "the third connection from 127.0.0.3 stayed open under a limit of 2"
+
+    alter("127.0.0.2:20,127.0.0.3:2")
+    try:
+        assert refused_of(3, 1) == 1, "the third connection from 127.0.0.3 stayed open under a limit of 2"
     finally:
         alter(None)
-    deadline = time.monotonic() + 30
-    while True:
-        socks = _connect_many(limited.host, limited.port, 4, "127.0.0.3")
-        closed = _closed_by_peer(socks, 1.0)
-        for s in socks:
-            s.close()
-        if closed == 0 or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
-    assert closed == 0, "the static limit of 5 was not restored"
+    assert refused_of(4, 0) == 0, "the static limit of 5 was not restored"
