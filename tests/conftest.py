@@ -89,7 +89,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="write each test file's total seconds of this run to tests/durations.json")  # fmt: skip
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m "not slow"` deselects
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # The Kafka run of a long both-broker framework test (Spark's kill -9 loops...) goes to the slow tier: it
+    # checks Spark on Kafka, once per full run; the default tier keeps the logbroker run that it is the
+    # reference for. The budget of the default tier is 30 minutes on two cores.
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if item.get_closest_marker("kafka_side_in_full_tier") and callspec and "kafka" in callspec.params.values():
+            item.add_marker(pytest.mark.slow)
     try:
         seconds: dict[str, float] = json.loads(DURATIONS_FILE.read_text())
     except (OSError, ValueError):

@@ -482,6 +482,7 @@ def test_refused_connections_do_not_flood_the_log(tmp_path: Any) -> None:
 # File descriptors: partitions beyond what the process could hold open
 
 
+@pytest.mark.kafka_side_in_full_tier
 def test_ten_thousand_partitions_fit_in_the_descriptor_budget(target: Target) -> None:
     """9,999 partitions (30,000 segment files) on a process allowed 20,000 descriptors: created, written,
     read, deleted, while clients still connect. logbroker opens segment files through a bounded cache."""

@@ -102,6 +102,7 @@ class Background:
         return self.result
 
 
+@pytest.mark.kafka_side_in_full_tier
 def test_archive_and_transactional_replay_survive_a_killed_worker(
     spark: SparkSession, workers: SparkStandalone, backend: str, tmp_path: Path
 ) -> None:
@@ -158,6 +159,7 @@ def _notification(event_type: str, priority: str, when: dt.datetime, n: int) -> 
     return encode({"request_id": f"r{n}"}, msg)
 
 
+@pytest.mark.kafka_side_in_full_tier
 def test_rollup_on_the_cluster_matches_a_count(spark: SparkSession, workers: SparkStandalone, backend: str,
                                                tmp_path: Path) -> None:  # fmt: skip
     """The rollup's Delta merge runs on the cluster's executors: two runs (the second with late events in

@@ -78,6 +78,7 @@ def delta_history(path: Path) -> list[dict[str, Any]]:
 # ------------------------------------------------------------------------------------------ merge, killed
 
 
+@pytest.mark.kafka_side_in_full_tier
 def test_kill_9_between_the_delta_commit_and_the_checkpoint_commit(backend: str, tmp_path: Path) -> None:
     """The pipeline dies (process group, JVM included) right after a batch's MERGE committed and before Spark
     recorded the batch as done. The restart replays that batch: the table gets no second commit for it, and

@@ -499,6 +499,7 @@ def test_archive_available_now_twice(spark: SparkSession, backend: str, tmp_path
     assert archive_rows(spark, out) == with_date(first + second)
 
 
+@pytest.mark.kafka_side_in_full_tier
 def test_archive_kill_9_and_restart_is_exactly_once(spark: SparkSession, backend: str, tmp_path: Path) -> None:
     """SIGKILL the pipeline process (Python and its JVM) after its first committed batch, restart:
     every record is in the archive exactly once."""
@@ -548,6 +549,7 @@ def _notification(event_type: str, priority: str, when: dt.datetime, n: int) -> 
     return encode({"request_id": f"r{n}"}, msg)
 
 
+@pytest.mark.kafka_side_in_full_tier
 def test_rollup_matches_pandas_with_late_data(spark: SparkSession, backend: str, tmp_path: Path) -> None:
     """Counts and bytes per (minute, event type, priority) equal a pandas group-by over the same
     notifications; late events within the 5-minute watermark update their window, older ones are

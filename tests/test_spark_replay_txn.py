@@ -40,6 +40,7 @@ def backend(request: pytest.FixtureRequest) -> Iterator[str]:
     yield from target_bootstrap(request)
 
 
+@pytest.mark.kafka_side_in_full_tier
 def test_transactional_replay_is_exactly_once_across_a_kill_and_a_rerun(
     spark: SparkSession, backend: str, tmp_path: Path
 ) -> None:
