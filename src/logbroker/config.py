@@ -371,6 +371,14 @@ class BrokerSettings(BaseSettings):
         description="verify a transactional batch's partition with the coordinator before appending it (KIP-890; "
         "Produce v12+ is always verified)",
     )
+    transaction_version: int = Field(
+        2,
+        ge=1,
+        le=2,
+        description="the finalized transaction.version feature clients read from ApiVersions: 2 is KIP-890 part 2 "
+        "(the epoch bumps at every transaction's end, partitions and groups join a transaction with Produce v12 "
+        "and TxnOffsetCommit v5), as Kafka 4.4 finalizes it; 1 keeps clients on AddPartitionsToTxn and EndTxn v4",
+    )
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = Field(
         10_000, ge=1, description="how often transactions past their timeout are aborted"
     )

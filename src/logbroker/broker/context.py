@@ -210,6 +210,7 @@ class BrokerContext:
                 id_expiration_ms=s.transactional_id_expiration_ms,
                 abort_interval_ms=s.transaction_abort_timed_out_transaction_cleanup_interval_ms,
                 expire_interval_ms=s.transaction_remove_expired_transaction_cleanup_interval_ms,
+                version=s.transaction_version,
             ),
             logs=topics,
             durability=self.flusher,

@@ -1,8 +1,13 @@
-"""AddPartitionsToTxn (24), the client form (v0-3): partitions join the producer's transaction.
+"""AddPartitionsToTxn (24): partitions join the producer's transaction.
 
 As Kafka: a partition the broker does not have fails the request (UNKNOWN_TOPIC_OR_PARTITION for it,
-OPERATION_NOT_ATTEMPTED for the others); otherwise the coordinator's answer goes to every partition. The
-broker-to-broker form (v4+, batched and verify-only) is not served: there is no other broker.
+OPERATION_NOT_ATTEMPTED for the others); otherwise the coordinator's answer goes to every partition.
+
+v4-5 is the broker-to-broker form (a partition leader adding or verifying a produce's partition for many
+transactions at once; transaction version 2). One node has no other broker, but Kafka serves it to any
+principal with CLUSTER_ACTION on the cluster (else CLUSTER_AUTHORIZATION_FAILED at the top, no results), so
+does this broker: each transaction is added (as Produce v12 adds it) or, VerifyOnly, checked; a partition not
+in the open transaction is TRANSACTION_ABORTABLE (in v4 too: the calling leader translates it for old clients).
 
 With an authorizer (Kafka's KafkaApis): without WRITE on the transactional id every partition is answered
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED; a topic without WRITE (an internal one never has it) fails the request
@@ -16,7 +21,7 @@ from logbroker.protocol import ApiKey, Request, api
 from logbroker.protocol import ErrorCode as E
 
 from ..auth.acls import AclOperation, ResourceType
-from ..auth.checks import KAFKA_INTERNAL_TOPICS
+from ..auth.checks import KAFKA_INTERNAL_TOPICS, cluster_allows
 from ..context import BrokerContext
 from ..dispatch import handles
 
@@ -26,9 +31,11 @@ TR = R.AddPartitionsToTxnTopicResult
 PR = TR.AddPartitionsToTxnPartitionResult
 
 
-@handles(ApiKey.AddPartitionsToTxn, 0, 3, exclusive=True)  # one connection's requests in order, as Kafka
+@handles(ApiKey.AddPartitionsToTxn, 0, 5, exclusive=True)  # one connection's requests in order, as Kafka
 async def handle(ctx: BrokerContext, req: Request) -> R:
     b = req.body
+    if req.version >= 4:
+        return await _broker_form(ctx, req)
     wanted: dict[str, list[int]] = {}
     for t in b.v3_and_below_topics:
         wanted.setdefault(t.name, []).extend(t.partitions)
@@ -69,3 +76,25 @@ def _answer(wanted: dict[str, list[int]], errors: dict[tuple[str, int], E]) -> R
             for t, ps in wanted.items()
         ],
     )
+
+
+async def _broker_form(ctx: BrokerContext, req: Request) -> R:
+    if not cluster_allows(ctx, req, AclOperation.CLUSTER_ACTION):
+        return R(throttle_time_ms=0, error_code=E.CLUSTER_AUTHORIZATION_FAILED, results_by_transaction=[])
+    results = []
+    for txn in req.body.transactions:
+        wanted: dict[str, list[int]] = {}
+        for t in txn.topics:
+            wanted.setdefault(t.name, []).extend(t.partitions)
+        parts = {(t, p) for t, ps in wanted.items() for p in ps}
+        missing = {tp for tp in parts if ctx.topics.log(*tp) is None}
+        if missing:
+            errors = {tp: E.UNKNOWN_TOPIC_OR_PARTITION if tp in missing else E.OPERATION_NOT_ATTEMPTED for tp in parts}
+        elif txn.verify_only:
+            errors = ctx.txns.verify_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch, parts)
+        else:
+            err = await ctx.txns.add_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch, parts, tv=2)
+            errors = dict.fromkeys(parts, err)
+        topic_results = _answer(wanted, errors).results_by_topic_v3_and_below
+        results.append(R.AddPartitionsToTxnResult(transactional_id=txn.transactional_id, topic_results=topic_results))
+    return R(throttle_time_ms=0, error_code=0, results_by_transaction=results)

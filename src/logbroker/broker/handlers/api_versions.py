@@ -3,7 +3,7 @@ answered in v0 with the full list (KIP-511).
 
 From v3 the answer carries the features (KIP-584), as Kafka 4.4 sends them: each feature's supported range
 and its finalized level, which clients and `kafka-features describe` read. logbroker's are what it serves:
-transaction.version 1 (not KIP-890's 2, so producers keep to EndTxn v4 and AddPartitionsToTxn), group.version
+transaction.version 2 (KIP-890 part 2; setting `transaction_version` may finalize 1), group.version
 1 (KIP-848), share.version 1 (no dead-letter queues), no streams groups and no KRaft quorum to reconfigure;
 metadata.version is 4.4's. A feature finalized at 0 is not sent, and below v4 a supported range starting
 at 0 is left out, as Kafka does. The epoch is the metadata offset DescribeQuorum reports.
@@ -37,12 +37,18 @@ def _supported(ctx: BrokerContext) -> list:
 FEATURES = (
     ("metadata.version", 7, 33, 33),
     ("kraft.version", 0, 0, 0),
-    ("transaction.version", 0, 1, 1),
+    ("transaction.version", 0, 2, 2),  # finalized: the broker's transaction_version
     ("group.version", 0, 1, 1),
     ("eligible.leader.replicas.version", 0, 1, 1),
     ("share.version", 0, 1, 1),
     ("streams.version", 0, 0, 0),
 )
+
+
+def finalized(ctx: BrokerContext) -> list[tuple[str, int]]:
+    """Each feature's finalized level on this broker."""
+    own = {"transaction.version": ctx.settings.transaction_version}
+    return [(n, own.get(n, f)) for n, _lo, _hi, f in FEATURES]
 
 
 def _features(ctx: BrokerContext, version: int) -> dict:
@@ -53,7 +59,7 @@ def _features(ctx: BrokerContext, version: int) -> dict:
                                for n, lo, hi, _ in FEATURES if version >= 4 or lo > 0],
         "finalized_features_epoch": ctx.topics.changes + 1,
         "finalized_features": [R.FinalizedFeatureKey(name=n, max_version_level=f, min_version_level=f)
-                               for n, _lo, _hi, f in FEATURES if f > 0],
+                               for n, f in finalized(ctx) if f > 0],
     }  # fmt: skip
 
 

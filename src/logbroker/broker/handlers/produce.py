@@ -207,6 +207,16 @@ async def handle(ctx: BrokerContext, req: Request) -> Any:
     if any(short_first_batch(size) for *_, size in accepted):
         return _refuse_request(ctx, req, E.UNKNOWN_SERVER_ERROR, None)
 
+    # Transaction version 2 (Produce v12+): the transactional batches' partitions join the producer's
+    # transaction before anything is appended (Kafka's ADD_PARTITION verification).
+    if req.version >= 12 and body.transactional_id is not None:
+        joined = await _join_transaction(ctx, body.transactional_id, accepted)
+        if joined is not None and not isinstance(joined, set):
+            return _refuse_request(ctx, req, joined, None)
+        if joined:
+            failed = True
+            accepted = [a for a in accepted if (a[2], a[3]) not in joined]
+
     # Stage 4: each partition's batch and records, then the append. Walking records costs up to ~75 ms per
     # MB of tiny records, so after a large batch the loop serves other clients; the sequencer keeps
     # produces (and so each connection's pipelined produces) appending in the order they arrived.
@@ -249,6 +259,47 @@ async def handle(ctx: BrokerContext, req: Request) -> Any:
     if failed:
         _count_errors(ctx, responses)
     return R(throttle_time_ms=0, responses=responses)
+
+
+CONCURRENT_RETRY_S, CONCURRENT_RETRY_MAX_S = 0.02, 0.1  # Kafka's add.partitions.to.txn.retry.backoff(.max).ms
+_UNVERIFIABLE = (E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS)
+
+
+async def _join_transaction(
+    ctx: BrokerContext, transactional_id: str, accepted: list[Any]
+) -> E | set[tuple[str, int]] | None:
+    """Add the partitions of the transactional batches to the producer's transaction. Returns an error for
+    the whole request (batches of two producers), or the partitions refused (their answers filled in)."""
+    found: dict[tuple[int, int], list[Any]] = {}
+    for entry in accepted:
+        records, size = entry[5], entry[6]
+        batch = records[:size]
+        if len(batch) >= HEADER_SIZE and batch[ATTRIBUTES + 1] & TRANSACTIONAL_FLAG:
+            found.setdefault(_PID_EPOCH.unpack_from(batch, PRODUCER_ID), []).append(entry)
+    if not found:
+        return None
+    if len(found) > 1:
+        return E.INVALID_PRODUCER_ID_MAPPING
+    ((pid, epoch), entries) = next(iter(found.items()))
+    parts = {(e[2], e[3]) for e in entries}
+    deadline = asyncio.get_running_loop().time() + CONCURRENT_RETRY_MAX_S
+    while True:
+        err = await ctx.txns.add_partitions(transactional_id, pid, epoch, parts, tv=2)
+        if err != E.CONCURRENT_TRANSACTIONS or asyncio.get_running_loop().time() >= deadline:
+            break
+        await asyncio.sleep(CONCURRENT_RETRY_S)  # the coordinator is writing this id's state: briefly, retry
+    if err == E.NONE:
+        return set()
+    message = None
+    if err == E.PRODUCER_FENCED:
+        err = E.INVALID_PRODUCER_EPOCH
+    elif err in _UNVERIFIABLE:
+        message = f"Unable to verify the partition has been added to the transaction. Underlying error: {err.name}"
+        err = E.NOT_ENOUGH_REPLICAS
+    log.info("refused transactional produce from %r to %s: %s", transactional_id, sorted(parts), err.name)
+    for slots, slot, _topic, index, *_ in entries:
+        slots[slot] = _part(index, err, message=message)
+    return parts
 
 
 def _count_errors(ctx: BrokerContext, responses: list[Any]) -> None:

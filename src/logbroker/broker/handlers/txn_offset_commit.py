@@ -4,8 +4,9 @@ Kafka's order (KafkaApis.handleTxnOffsetCommitRequest, then CoordinatorRuntime.s
 unknown topics and partitions are answered UNKNOWN_TOPIC_OR_PARTITION on their own; the rest share one refusal,
 if any: first the transaction's verification (KIP-890 part 1, in every version: the group must have been added
 to the producer's open transaction), then the group's KIP-447 member checks. v0-2 carry no member id or
-generation: they commit as generation -1, member "". v5 (KIP-890 part 2: the commit adds the group to the
-transaction itself) is not advertised, as transaction version 2 is not.
+generation: they commit as generation -1, member "". v5 is transaction version 2 (KIP-890 part 2): the
+commit adds the group to the producer's transaction itself (no AddOffsetsToTxn), a fenced producer being
+INVALID_PRODUCER_EPOCH.
 
 With an authorizer, before all that (KafkaApis): WRITE on the transactional id, then READ on the group, each
 refusing every partition (TRANSACTIONAL_ID_ / GROUP_AUTHORIZATION_FAILED); then a topic without READ is
@@ -31,7 +32,7 @@ TR = R.TxnOffsetCommitResponseTopic
 PR = TR.TxnOffsetCommitResponsePartition
 
 
-@handles(ApiKey.TxnOffsetCommit, 0, 4, exclusive=True)  # one connection's requests in order, as Kafka
+@handles(ApiKey.TxnOffsetCommit, 0, 5, exclusive=True)  # one connection's requests in order, as Kafka
 async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
     b = req.body
     v = req.version
@@ -89,6 +90,12 @@ async def _commit(
     wanted: dict[tuple[str, int], Committed],
 ) -> dict[tuple[str, int], E]:
     b = req.body
+    if req.version >= 5:
+        err = await ctx.txns.add_partitions(
+            b.transactional_id, b.producer_id, b.producer_epoch, set(), {b.group_id}, tv=2
+        )
+        if err != E.NONE:
+            return dict.fromkeys(wanted, E.INVALID_PRODUCER_EPOCH if err == E.PRODUCER_FENCED else err)
     err = ctx.txns.check_offset_commit(b.transactional_id, b.producer_id, b.producer_epoch, b.group_id)
     if err != E.NONE:
         return dict.fromkeys(wanted, err)

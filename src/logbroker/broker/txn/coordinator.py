@@ -13,8 +13,15 @@ decided is carried out, whatever the client saw.
 While a change is being written the id is `pending` and every other request for it gets
 CONCURRENT_TRANSACTIONS (the client retries), exactly as Kafka answers during its own writes. Errors and
 their order follow Kafka's TransactionCoordinator (handleInitProducerId, handleAddPartitionsToTransaction,
-handleEndTransaction, abortTimedOutTransactions) for transaction version 1, which is what clients use
-unless the broker advertises the `transaction.version` feature (not advertised here).
+handleEndTransaction, abortTimedOutTransactions).
+
+Transaction version 2 (KIP-890 part 2) is decided per request, as Kafka decides it, by the request's version:
+EndTxn v5, Produce v12 and TxnOffsetCommit v5 (which join the partition or group to the transaction
+themselves: `add_partitions(..., tv=2)`). Its end bumps the producer's epoch (at the decision, so the markers
+carry the new epoch) and answers the new epoch, or a new producer id with epoch 0 once the epoch is exhausted;
+a retried end is recognised by the epoch one below the current one. The broker's finalized transaction.version
+(setting `transaction_version`) is what clients read to choose it, and what the coordinator's own aborts
+(timeouts, fencing) use.
 """
 
 from __future__ import annotations
@@ -31,7 +38,18 @@ from logbroker.storage.internal import InternalLog
 from logbroker.storage.producers import SequenceError
 
 from ..seams import Durability, OpenTransactions, ProducerIds, TxnOffsets
-from .model import IDLE, NO_EPOCH, NO_PRODUCER_ID, PREPARED, TopicPartition, TxnMeta, TxnState, epoch_exhausted, now_ms
+from .model import (
+    IDLE,
+    MAX_EPOCH,
+    NO_EPOCH,
+    NO_PRODUCER_ID,
+    PREPARED,
+    TopicPartition,
+    TxnMeta,
+    TxnState,
+    epoch_exhausted,
+    now_ms,
+)
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +77,16 @@ class TxnSettings:
     id_expiration_ms: int
     abort_interval_ms: int
     expire_interval_ms: int
+    version: int = 2  # the finalized transaction.version: the coordinator's own aborts use it
+
+
+@dataclass(frozen=True, slots=True)
+class EndResult:
+    """EndTxn's answer; v5 carries the producer id and epoch the producer goes on with."""
+
+    error: E
+    producer_id: int = NO_PRODUCER_ID
+    epoch: int = NO_EPOCH
 
 
 class TxnCoordinator:
@@ -206,19 +234,45 @@ class TxnCoordinator:
         return E.NONE, meta
 
     async def add_partitions(
-        self, tid: str, pid: int, epoch: int, partitions: set[TopicPartition], groups: set[str] = frozenset()
+        self,
+        tid: str,
+        pid: int,
+        epoch: int,
+        partitions: set[TopicPartition],
+        groups: set[str] = frozenset(),
+        tv: int = 0,
     ) -> E:
-        """AddPartitionsToTxn / AddOffsetsToTxn: the transaction begins (Ongoing) or grows."""
+        """AddPartitionsToTxn / AddOffsetsToTxn, or (tv=2) a Produce v12 / TxnOffsetCommit v5 joining its
+        partition or group: the transaction begins (Ongoing) or grows. Kafka's order of checks: a state write
+        in flight comes first (after an exhausted epoch the producer may already use the new id)."""
+        if not tid:
+            return E.INVALID_REQUEST
+        meta = self.txns.get(tid)
+        if meta is None:
+            return E.INVALID_PRODUCER_ID_MAPPING
+        if meta.pending:
+            return E.CONCURRENT_TRANSACTIONS
         err, meta = self._check_producer(tid, pid, epoch)
         if meta is None:
             return err
         if meta.state == TxnState.ONGOING and partitions <= meta.partitions and groups <= meta.groups:
             return E.NONE
         start = meta.start_ms if meta.state == TxnState.ONGOING else now_ms()
-        new = meta.transit(state=TxnState.ONGOING, start_ms=start)
+        new = meta.transit(state=TxnState.ONGOING, start_ms=start, client_tv=tv)
         new.partitions |= partitions
         new.groups |= groups
         return await self._transit(meta, new)
+
+    def verify_partitions(
+        self, tid: str, pid: int, epoch: int, partitions: set[TopicPartition]
+    ) -> dict[TopicPartition, E]:
+        """AddPartitionsToTxn's VerifyOnly (Kafka's handleVerifyPartitionsInTransaction): each partition is in
+        the producer's open transaction, or TRANSACTION_ABORTABLE."""
+        err, meta = self._check_producer(tid, pid, epoch, verifying=True)
+        if meta is None:
+            return dict.fromkeys(partitions, err)
+        ongoing = meta.state == TxnState.ONGOING
+        return {tp: E.NONE if ongoing and tp in meta.partitions else E.TRANSACTION_ABORTABLE for tp in partitions}
 
     def check_offset_commit(self, tid: str, pid: int, epoch: int, group_id: str) -> E:
         """TxnOffsetCommit's verification (KIP-890 part 1): the group must be in the producer's open
@@ -248,6 +302,44 @@ class TxnCoordinator:
 
     # ------------------------------------------------------------------ ending transactions
 
+    async def end_txn_v2(self, tid: str, pid: int, epoch: int, commit: bool) -> EndResult:
+        """EndTxn v5 (Kafka's endTransaction for transaction version 2): the epoch is bumped at every end,
+        an empty transaction may be aborted (a producer in error aborts what it cannot know was begun), and
+        a retry (the epoch one below, or the previous id after an exhausted epoch) is answered again."""
+        if not tid:
+            return EndResult(E.INVALID_REQUEST)
+        meta = self.txns.get(tid)
+        if meta is None:
+            return EndResult(E.INVALID_PRODUCER_ID_MAPPING)
+        if meta.pending:
+            return EndResult(E.CONCURRENT_TRANSACTIONS)
+        retry_overflow = meta.prev_producer_id == pid and epoch == MAX_EPOCH - 1 and meta.epoch == 0
+        retry_bump = meta.epoch == epoch + 1
+        if pid != meta.producer_id and not retry_overflow:
+            return EndResult(E.INVALID_PRODUCER_ID_MAPPING)
+        state = meta.state
+        if state in (TxnState.ONGOING, TxnState.EMPTY):
+            valid = epoch == meta.epoch
+        elif state in PREPARED:
+            valid = retry_bump
+        else:
+            valid = retry_bump or retry_overflow or epoch == meta.epoch
+        if not valid:
+            return EndResult(E.PRODUCER_FENCED)
+        retry = retry_bump or retry_overflow
+        current = EndResult(E.NONE, meta.producer_id, meta.epoch)
+        if state == TxnState.ONGOING or (not commit and not retry and state in IDLE):
+            err = await self._end(meta, commit, tv=2)
+            return EndResult(err, meta.producer_id, meta.epoch) if err == E.NONE else EndResult(err)
+        if state == TxnState.EMPTY:
+            return EndResult(E.PRODUCER_FENCED if retry else E.INVALID_TXN_STATE)
+        if state == TxnState.COMPLETE_ABORT:
+            return current if retry and not commit else EndResult(E.INVALID_TXN_STATE)
+        if state == TxnState.COMPLETE_COMMIT:
+            return current if retry and commit else EndResult(E.INVALID_TXN_STATE)
+        wanted = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        return EndResult(E.CONCURRENT_TRANSACTIONS if state == wanted else E.INVALID_TXN_STATE)
+
     async def end_txn(self, tid: str, pid: int, epoch: int, commit: bool) -> E:
         if not tid:
             return E.INVALID_REQUEST
@@ -274,11 +366,21 @@ class TxnCoordinator:
     async def abort_fencing(self, meta: TxnMeta) -> E:
         """Abort the open transaction under a bumped epoch: the producer that opened it is fenced (its
         batches and EndTxn carry the old epoch). Used for timeouts and for InitProducerId on an open one."""
-        return await self._end(meta, False, fence=True)
+        return await self._end(meta, False, fence=True, tv=self.settings.version)
 
-    async def _end(self, meta: TxnMeta, commit: bool, fence: bool = False) -> E:
-        changes = {"state": TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT}
-        if fence:
+    async def _end(self, meta: TxnMeta, commit: bool, fence: bool = False, tv: int = 0) -> E:
+        changes: dict = {"state": TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT}
+        if meta.state != TxnState.ONGOING:  # version 2's abort of an empty transaction
+            changes.update(partitions=set(), groups=set(), start_ms=now_ms())
+        if tv >= 2:
+            # The bump is part of the decision, so the markers carry it; an exhausted epoch hands over to a
+            # new producer id once the markers are in (the markers go out at the last epoch of the old one).
+            if meta.epoch < MAX_EPOCH:
+                changes.update(epoch=meta.epoch + 1, last_epoch=meta.epoch)
+            if epoch_exhausted(meta.epoch):
+                changes.update(next_producer_id=self._producer_ids.next_id())
+            changes.update(client_tv=tv)
+        elif fence:
             changes.update(epoch=meta.epoch + 1, last_epoch=NO_EPOCH)
         err = await self._transit(meta, meta.transit(**changes))
         if err != E.NONE:
@@ -293,11 +395,16 @@ class TxnCoordinator:
         while True:
             try:
                 await self._write_markers(meta, commit, recovering)
+                handover = {}
+                if meta.next_producer_id != NO_PRODUCER_ID:
+                    handover = {"producer_id": meta.next_producer_id, "prev_producer_id": meta.producer_id,
+                                "epoch": 0, "next_producer_id": NO_PRODUCER_ID}  # fmt: skip
                 done = meta.transit(
                     state=TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT,
                     partitions=set(),
                     groups=set(),
                     start_ms=-1,
+                    **handover,
                 )
                 # Not awaited: the markers are durable, so the outcome is settled; were this record lost, the
                 # restart would find the prepared state and find no open transaction left to mark. The next
@@ -323,7 +430,7 @@ class TxnCoordinator:
             if recovering and pid not in plog.producers.ongoing:
                 continue  # written before the crash (or nothing was produced there)
             try:
-                plog.append_marker(pid, epoch, commit)
+                plog.append_marker(pid, epoch, commit, transaction_version=meta.client_tv)
             except SequenceError as exc:
                 log.warning("transaction %r: no marker in %s-%d: %s", meta.transactional_id, topic, index, exc)
                 continue

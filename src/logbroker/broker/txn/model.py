@@ -62,6 +62,11 @@ class TxnMeta:
     groups: set[str] = field(default_factory=set)  # consumer groups added with AddOffsetsToTxn
     start_ms: int = -1  # when the open transaction began (-1: none)
     update_ms: int = -1
+    # The transaction version its client uses (KIP-890: 2 once it ends with EndTxn v5 or joins partitions with
+    # Produce v12 / TxnOffsetCommit v5); markers are checked by it.
+    client_tv: int = 0
+    # Under version 2, the producer id the transaction's end hands over once the epoch is exhausted.
+    next_producer_id: int = NO_PRODUCER_ID
     # A state change is being written: other requests for the id get CONCURRENT_TRANSACTIONS meanwhile.
     pending: bool = False
 
@@ -89,6 +94,8 @@ class TxnMeta:
             "groups": sorted(self.groups),
             "start_ms": self.start_ms,
             "update_ms": self.update_ms,
+            "tv": self.client_tv,
+            "next_pid": self.next_producer_id,
         }
 
     @classmethod
@@ -105,4 +112,6 @@ class TxnMeta:
             groups=set(v.get("groups", [])),
             start_ms=int(v.get("start_ms", -1)),
             update_ms=int(v.get("update_ms", -1)),
+            client_tv=int(v.get("tv", 0)),
+            next_producer_id=int(v.get("next_pid", NO_PRODUCER_ID)),
         )
