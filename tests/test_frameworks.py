@@ -25,7 +25,8 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 
 from logbroker import jars
 from logbroker_devtools.testing.net import free_port
-from support import both_targets, create_topic, kafka_peer, missing_tool, unique
+from logbroker_devtools.testing.process import BrokerProcess
+from support import both_targets, create_topic, kafka_peer, kafka_tool, missing_tool, unique
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -39,10 +40,17 @@ KAFKA_PROPERTIES = {
 }
 
 
+LOGBROKER_ENV = {
+    "LOGBROKER_GROUP_STREAMS_SESSION_TIMEOUT_MS": str(STREAMS_SESSION_MS),
+    "LOGBROKER_GROUP_STREAMS_INITIAL_REBALANCE_DELAY_MS": "0",
+}
+
+
 @pytest.fixture(scope="module", params=both_targets())
-def target(request: pytest.FixtureRequest) -> Iterator[str]:
+def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if request.param == "logbroker":
-        yield request.getfixturevalue("broker").bootstrap
+        with BrokerProcess(tmp_path_factory.mktemp("frameworks") / "data", env=LOGBROKER_ENV) as proc:
+            yield proc.bootstrap
         return
     with kafka_peer(own=True, **KAFKA_PROPERTIES) as kafka:
         yield kafka
@@ -184,6 +192,7 @@ def _lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
+@pytest.mark.kafka_side_in_full_tier
 def test_connect_distributed_file_connectors_exactly_once_across_a_kill_9(target: str, tmp_path: Path) -> None:
     """The source's records reach the topic exactly once (its offsets commit in its transactions) and the
     sink writes every one, across a kill -9 of the worker; Connect's internal topics are compacted."""
@@ -224,3 +233,117 @@ def test_connect_distributed_file_connectors_exactly_once_across_a_kill_9(target
             assert configs["cleanup.policy"].value == "compact", internal
     finally:
         worker.close()
+
+
+# ----------------------------------------------------------------------------------------------- Kafka Streams
+
+
+class StreamsApp:
+    """tests/java/WordCountApp.java, one process (two stream threads), killable."""
+
+    def __init__(self, bootstrap: str, app_id: str, lines: str, counts: str, state_dir: Path, log: Path) -> None:
+        self.args = [bootstrap, app_id, lines, counts, "streams", str(state_dir)]
+        self.log = log
+        self.proc: subprocess.Popen[Any] | None = None
+
+    def start(self) -> None:
+        classes = _compiled("WordCountApp.java", "streams")
+        cp = f"{classes}{os.pathsep}{jars.default_jar_dir('streams') / '*'}"
+        with self.log.open("a") as log:
+            command = [_java(), "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", cp, "WordCountApp"]
+            self.proc = subprocess.Popen([*command, *self.args], stdout=log, stderr=subprocess.STDOUT)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            _kill(self.proc)
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
+
+
+def _counts(bootstrap: str, topic: str) -> dict[str, list[int]]:
+    """Every committed count per word, in order."""
+    seen: dict[str, list[int]] = {}
+    for m in _read_committed(bootstrap, topic, 2, idle_s=2.0):
+        seen.setdefault(m.key().decode(), []).append(int.from_bytes(m.value(), "big"))
+    return seen
+
+
+@pytest.mark.kafka_side_in_full_tier
+def test_streams_word_count_is_exactly_once_with_streams_groups_across_two_kill_9s(target: str, tmp_path: Path) -> None:
+    """A Kafka Streams 4.4 app with group.protocol=streams and exactly_once_v2, killed with SIGKILL twice while
+    it counts: the committed output of every word reads 1, 2, ..., n (no count lost or repeated), the broker
+    created its repartition and changelog topics, and kafka-streams-groups lists and describes the group."""
+    _need("streams")
+    app_id, lines, counts = unique("wc"), unique("lines"), unique("counts")
+    create_topic(target, lines, partitions=2)
+    create_topic(target, counts, partitions=2)
+    words = [f"w{i}" for i in range(13)]
+    expected: dict[str, int] = {}
+    producer = Producer({"bootstrap.servers": target, "linger.ms": 5})
+
+    def produce(start: int, n: int) -> None:
+        for i in range(start, start + n):
+            line = f"{words[i % 13]} all {words[(i * 7) % 13]}"
+            for w in line.split():
+                expected[w] = expected.get(w, 0) + 1
+            producer.produce(lines, key=str(i).encode(), value=line.encode())
+        assert producer.flush(30) == 0
+
+    def committed_at_least(n: int) -> bool:
+        """Whether n counts are committed, read until there are (quick: the app is being watched)."""
+        c = Consumer({"bootstrap.servers": target, "group.id": unique("probe"), "enable.auto.commit": False,
+                      "isolation.level": "read_committed"})  # fmt: skip
+        c.assign([TopicPartition(counts, p, 0) for p in range(2)])
+        seen, idle = 0, time.monotonic()
+        try:
+            while seen < n and time.monotonic() - idle < 1.0:
+                batch = c.consume(1000, 0.2)
+                seen += sum(1 for m in batch if m.error() is None)
+                if batch:
+                    idle = time.monotonic()
+        finally:
+            c.close()
+        return seen >= n
+
+    app = StreamsApp(target, app_id, lines, counts, tmp_path / "state", tmp_path / "app.log")
+    per_phase = 1500  # lines; three words each
+    killed_mid_stream = 0
+    try:
+        for phase in range(3):
+            produce(phase * per_phase, per_phase)
+            app.start()
+            # Killed once this phase's output has begun, while most of it is still to come.
+            want = phase * per_phase * 3 + (200 if phase < 2 else per_phase * 3)
+
+            def reached(want: int = want) -> bool:
+                return not app.alive() or committed_at_least(want)
+
+            _until(reached, 240, f"phase {phase}: {want} counts", app.tail)
+            assert app.alive(), app.tail()
+            if phase < 2:
+                app.kill()
+                killed_mid_stream += not committed_at_least((phase + 1) * per_phase * 3)
+        _until(lambda: sum(len(v) for v in _counts(target, counts).values()) >= sum(expected.values()), 120,
+               "every count", app.tail)  # fmt: skip
+        got = _counts(target, counts)
+        assert {w: v[-1] for w, v in got.items()} == expected, app.tail()
+        for w, v in got.items():
+            assert v == list(range(1, expected[w] + 1)), (w, v[:20])
+        assert killed_mid_stream >= 1, "the app finished each phase before it was killed: nothing was tested"
+        admin = AdminClient({"bootstrap.servers": target})
+        topics = admin.list_topics(timeout=30).topics
+        assert f"{app_id}-words-repartition" in topics
+        assert any(t.startswith(app_id) and t.endswith("-changelog") for t in topics)
+
+        listed = kafka_tool("kafka-streams-groups", target, "--list")
+        assert listed.returncode == 0 and app_id in listed.stdout.split(), listed.output
+        state = kafka_tool("kafka-streams-groups", target, "--describe", "--group", app_id, "--state")
+        assert state.returncode == 0 and "Stable" in state.stdout, state.output
+        members = kafka_tool("kafka-streams-groups", target, "--describe", "--group", app_id, "--members")
+        assert members.returncode == 0 and members.stdout.count("StreamThread") == 2, members.output
+    finally:
+        app.kill()

@@ -323,6 +323,20 @@ class BrokerSettings(BaseSettings):
         "bidirectional",
         description="online conversion of live groups between the classic and the consumer protocol (KIP-848)",
     )
+    group_streams_session_timeout_ms: int = Field(
+        45_000, ge=100, description="streams-group (KIP-1071) member session timeout"
+    )
+    group_streams_heartbeat_interval_ms: int = Field(5_000, ge=10, description="streams-group heartbeat interval")
+    group_streams_max_size: int = Field(2**31 - 1, ge=1, description="members of one streams group at most")
+    group_streams_num_standby_replicas: int = Field(
+        0, ge=0, le=2, description="standby replicas of each stateful task, on other processes than its active one"
+    )
+    group_streams_initial_rebalance_delay_ms: int = Field(
+        3_000, ge=0, description="how long a new streams group waits for more members before its first assignment"
+    )
+    group_streams_assignment_interval_ms: int = Field(
+        1_000, ge=0, description="a streams group's assignment is recomputed at most this often"
+    )
     group_share_session_timeout_ms: int = Field(45_000, ge=100, description="share-group member session timeout")
     group_share_heartbeat_interval_ms: int = Field(5_000, ge=10, description="share-group heartbeat interval")
     group_share_max_size: int = Field(200, ge=1, le=1000, description="members of one share group at most")

@@ -38,6 +38,7 @@ from .flusher import Flusher
 from .group_configs import GroupConfigs
 from .groups.coordinator import Coordinator, CoordinatorConfig
 from .groups.store import GroupStore
+from .groups.streams import StreamsSettings
 from .log_cleaner import LogCleaner
 from .loggers import config_changes
 from .long_polls import LongPolls
@@ -198,6 +199,14 @@ class BrokerContext:
                 consumer_session_timeout_ms=s.group_consumer_session_timeout_ms,
                 consumer_heartbeat_interval_ms=s.group_consumer_heartbeat_interval_ms,
                 consumer_migration_policy=s.group_consumer_migration_policy,
+                streams=StreamsSettings(
+                    session_timeout_ms=s.group_streams_session_timeout_ms,
+                    heartbeat_interval_ms=s.group_streams_heartbeat_interval_ms,
+                    max_size=s.group_streams_max_size,
+                    num_standby_replicas=s.group_streams_num_standby_replicas,
+                    initial_rebalance_delay_ms=s.group_streams_initial_rebalance_delay_ms,
+                    assignment_interval_ms=s.group_streams_assignment_interval_ms,
+                ),
             ),
             self.flusher,
             topics,

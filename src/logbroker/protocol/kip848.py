@@ -82,6 +82,23 @@ class DeleteShareGroupOffsetsResponse(ApiMessage, load_json=schemas):
     pass
 
 
+# KIP-1071 streams groups (kafka-python names the keys, 88 and 89, but has no schemas for them).
+class StreamsGroupHeartbeatRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class StreamsGroupHeartbeatResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+class StreamsGroupDescribeRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class StreamsGroupDescribeResponse(ApiMessage, load_json=schemas):
+    pass
+
+
 # Kafka 4.4's newest keys (kafka-python has neither): 93 (KIP-1331) and 94 (KIP-1312).
 class StreamsGroupTopologyDescriptionUpdateRequest(ApiMessage, load_json=schemas):
     pass

@@ -40,6 +40,7 @@ TOOLS: Mapping[str, str] = {
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
     "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
     "kafka-metadata-quorum": "org.apache.kafka.tools.MetadataQuorumCommand",
+    "kafka-streams-groups": "org.apache.kafka.tools.streams.StreamsGroupCommand",
 }
 
 # Kafka's bin/ scripts log WARN and above to stderr (config/tools-log4j2.yaml); stdout stays the tool's output.

@@ -42,6 +42,8 @@ from .model import (
 )
 from .offsets import metadata_too_large, store_pending
 from .store import GroupStore, Record, group_key
+from .streams import StreamsGroup, StreamsGroups, StreamsResult, check_offset_commit
+from .streams import validate as validate_streams
 
 __all__ = ["Coordinator", "CoordinatorConfig"]
 
@@ -70,6 +72,9 @@ class Coordinator:
             config.consumer_heartbeat_interval_ms,
             config.consumer_max_group_size,
         )
+        self.streams = StreamsGroups(
+            (lambda: {n: v[1] for n, v in topics.table().items()}) if topics is not None else dict, config.streams
+        )
         self.migration = Migration(self.consumer, self.classic, config.consumer_migration_policy,
                                    config.max_group_size)  # fmt: skip
         self._durability = durability  # the broker's fsync policy (the store's log tells it of each write)
@@ -93,6 +98,15 @@ class Coordinator:
     def _load(self) -> None:
         for key, value in self.store.load().items():
             kind, gid = key[0], key[1]
+            if kind == "g" and value.get("type") == "streams":
+                sg = StreamsGroup.from_json(gid, value)
+                old = self._groups.get(gid)
+                if old is not None:
+                    sg.offsets, sg.txn_offsets = old.offsets, old.txn_offsets
+                sg.persisted = True
+                self._groups[gid] = sg
+                self.streams.resume(sg)
+                continue
             if kind == "g" and value.get("type") == "consumer":
                 cg = ConsumerGroup.from_json(gid, value)
                 old = self._groups.get(gid)
@@ -182,6 +196,9 @@ class Coordinator:
             if isinstance(g, ConsumerGroup):
                 if self.consumer.expire(g, now):
                     self._after_removal(g)
+            elif isinstance(g, StreamsGroup):
+                if self.streams.expire(g, now):
+                    self._save_soon(g)
             else:
                 self.classic.sweep(g, now)
 
@@ -228,6 +245,12 @@ class Coordinator:
         if self.is_share_group(req.group_id):
             return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id)
         g = self._groups.get(req.group_id)
+        if isinstance(g, StreamsGroup):
+            if g.members:
+                return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id)
+            g = self._groups[req.group_id] = ClassicGroup(  # an empty streams group becomes a classic one
+                req.group_id, offsets=g.offsets, txn_offsets=g.txn_offsets, persisted=g.persisted
+            )
         if isinstance(g, ConsumerGroup):
             if g.members:  # a classic member of a consumer group (KIP-848 migration)
                 res = self.migration.join(g, req)
@@ -316,6 +339,8 @@ class Coordinator:
         if self.is_share_group(gid):
             return HeartbeatResult(E.GROUP_ID_NOT_FOUND, message=f"Group {gid} is not a consumer group.")
         g = self._groups.get(gid)
+        if isinstance(g, StreamsGroup):
+            return HeartbeatResult(E.GROUP_ID_NOT_FOUND, message=f"Group {gid} is not a consumer group.")
         if isinstance(g, ClassicGroup):
             if epoch != 0:
                 return HeartbeatResult(E.GROUP_ID_NOT_FOUND, message=_not_consumer(g, epoch))
@@ -353,23 +378,72 @@ class Coordinator:
             await self._save(cg)
         return result
 
+    # ------------------------------------------------------------------ KIP-1071 streams groups
+
+    async def streams_heartbeat(self, body: object, client_id: str, client_host: str, version: int) -> StreamsResult:
+        """StreamsGroupHeartbeat; an empty classic group of this id becomes a streams group (keeping its offsets),
+        any other kind of group is not one. A refused heartbeat leaves no group behind that it would create."""
+        refused = validate_streams(body)
+        if refused is not None:
+            return refused
+        gid, epoch = body.group_id, body.member_epoch  # type: ignore[attr-defined]
+        if self.is_share_group(gid):
+            return StreamsResult(E.GROUP_ID_NOT_FOUND, f"Group {gid} is not a streams group.")
+        g = self._groups.get(gid)
+        if isinstance(g, StreamsGroup):
+            sg = g
+        elif g is None:
+            if epoch != 0:
+                return StreamsResult(E.GROUP_ID_NOT_FOUND, f"Streams group {gid} not found.")
+            sg = StreamsGroup(gid)
+        elif isinstance(g, ClassicGroup) and g.is_empty and epoch == 0:
+            sg = StreamsGroup(gid, offsets=g.offsets, txn_offsets=g.txn_offsets, persisted=g.persisted)
+        else:
+            return StreamsResult(E.GROUP_ID_NOT_FOUND, f"Group {gid} is not a streams group.")
+        result, changed = self.streams.heartbeat(sg, body, client_id, client_host, version)
+        if sg is not g:
+            if result.error != E.NONE:
+                return result
+            self._groups[gid] = sg
+            log.info("group %s: created (streams protocol) by client %s at %s", for_log(gid),
+                     for_log(client_id) or "-", client_host)  # fmt: skip
+            changed = True
+        if changed:
+            await self._save(sg)
+        return result
+
     # ------------------------------------------------------------------ offsets and group deletion
 
     def check_commit(
-        self, group_id: str, member_id: str, generation: int, instance_id: str | None, version: int = 9
+        self,
+        group_id: str,
+        member_id: str,
+        generation: int,
+        instance_id: str | None,
+        version: int = 9,
+        partitions: Iterable[TopicPartition] = (),
     ) -> E:
-        """OffsetCommit's group check (`generation` is the member epoch for KIP-848 groups)."""
+        """OffsetCommit's group check (`generation` is the member epoch for KIP-848 and streams groups, whose
+        older epochs are checked against the tasks of `partitions`)."""
         if self.is_share_group(group_id):
             return E.GROUP_ID_NOT_FOUND  # a share group's progress is its share-partition state
-        return offsets.check_commit(self._groups.get(group_id), member_id, generation, instance_id, version)
+        g = self._groups.get(group_id)
+        if isinstance(g, StreamsGroup):
+            return check_offset_commit(g, member_id, generation, partitions, version=version)
+        return offsets.check_commit(g, member_id, generation, instance_id, version)
 
     def check_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> E:
         """OffsetFetch v9+'s member check (Kafka's ConsumerGroup.validateOffsetFetch): none for a classic
         group, nor for a request with a null member id and a negative epoch (admin tools); otherwise the
         member must exist (an empty id too) with exactly this epoch."""
         g = self._groups.get(group_id)
-        if not isinstance(g, ConsumerGroup) or (member_id is None and member_epoch < 0):
+        if not isinstance(g, ConsumerGroup | StreamsGroup) or (member_id is None and member_epoch < 0):
             return E.NONE
+        if isinstance(g, StreamsGroup):
+            sm = g.members.get(member_id or "")
+            if sm is None:
+                return E.UNKNOWN_MEMBER_ID
+            return E.STALE_MEMBER_EPOCH if member_epoch != sm.epoch else E.NONE
         m = g.members.get(member_id or "")
         if m is None:
             return E.UNKNOWN_MEMBER_ID
@@ -397,12 +471,24 @@ class Coordinator:
 
     # ------------------------------------------------------------------ transactional offsets
 
-    def check_txn_commit(self, group_id: str, member_id: str, generation_id: int, group_instance_id: str | None) -> E:
+    def check_txn_commit(
+        self,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        group_instance_id: str | None,
+        partitions: Iterable[TopicPartition] = (),
+    ) -> E:
         """TxnOffsetCommit's group check alone (no change): INVALID_GROUP_ID for the empty id (Kafka's group
         coordinator refuses it here, unlike OffsetCommit), then Kafka's KIP-447 member checks."""
         if not group_id:
             return E.INVALID_GROUP_ID
-        return offsets.check_txn_commit(self._groups.get(group_id), member_id, generation_id, group_instance_id)
+        g = self._groups.get(group_id)
+        if isinstance(g, StreamsGroup):
+            # TxnOffsetCommit up to v5 tells a stale epoch as ILLEGAL_GENERATION (what producers understand).
+            err = check_offset_commit(g, member_id, generation_id, partitions, transactional=True)
+            return E.ILLEGAL_GENERATION if err == E.STALE_MEMBER_EPOCH else err
+        return offsets.check_txn_commit(g, member_id, generation_id, group_instance_id)
 
     async def txn_commit(
         self,
@@ -421,7 +507,7 @@ class Coordinator:
         partition. As in Kafka, an accepted commit to an unknown group creates a simple (memberless) one.
         `producer_epoch` and `version` are checked elsewhere (the transaction coordinator) or do not change
         the group rules; they are taken so the call carries the whole request."""
-        err = self.check_txn_commit(group_id, member_id, generation_id, group_instance_id)
+        err = self.check_txn_commit(group_id, member_id, generation_id, group_instance_id, list(offsets))
         if err != E.NONE:
             return dict.fromkeys(offsets, err)
         limit = self.config.offset_metadata_max_bytes

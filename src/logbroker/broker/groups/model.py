@@ -88,6 +88,7 @@ class CoordinatorConfig:
     consumer_max_group_size: int = UNBOUNDED  # KIP-848 groups (group.consumer.max.size)
     consumer_session_timeout_ms: int = 45_000
     consumer_heartbeat_interval_ms: int = 5_000
+    streams: StreamsSettings = field(default_factory=lambda: StreamsSettings())  # KIP-1071 groups
 
 
 @dataclass
@@ -593,4 +594,6 @@ class ConsumerGroup(GroupBase):
         return g
 
 
-Group = ClassicGroup | ConsumerGroup
+from .streams import StreamsGroup, StreamsSettings  # noqa: E402  (it builds on GroupBase above)
+
+Group = ClassicGroup | ConsumerGroup | StreamsGroup

@@ -4,7 +4,7 @@ answered in v0 with the full list (KIP-511).
 From v3 the answer carries the features (KIP-584), as Kafka 4.4 sends them: each feature's supported range
 and its finalized level, which clients and `kafka-features describe` read. logbroker's are what it serves:
 transaction.version 2 (KIP-890 part 2; setting `transaction_version` may finalize 1), group.version
-1 (KIP-848), share.version 1 (no dead-letter queues), no streams groups and no KRaft quorum to reconfigure;
+1 (KIP-848), share.version 1 (no dead-letter queues), streams.version 1 (KIP-1071), no KRaft quorum to reconfigure;
 metadata.version is 4.4's. A feature finalized at 0 is not sent, and below v4 a supported range starting
 at 0 is left out, as Kafka does. The epoch is the metadata offset DescribeQuorum reports.
 
@@ -41,7 +41,7 @@ FEATURES = (
     ("group.version", 0, 1, 1),
     ("eligible.leader.replicas.version", 0, 1, 1),
     ("share.version", 0, 1, 1),
-    ("streams.version", 0, 0, 0),
+    ("streams.version", 0, 1, 1),
 )
 
 

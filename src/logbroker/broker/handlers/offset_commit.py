@@ -63,7 +63,8 @@ async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
         # A 0.8.2-era commit (kpax sends generation 0): those brokers had no group membership and took it.
         # As a member-less commit it is accepted for a group without members, refused while it has some.
         generation = -1
-    group_err = coord.check_commit(b.group_id, member, generation, b.group_instance_id if v >= 7 else None, v)
+    group_err = coord.check_commit(b.group_id, member, generation, b.group_instance_id if v >= 7 else None, v,
+                                   [(t.name, p.partition_index) for t in b.topics for p in t.partitions])  # fmt: skip
     now = int(time.time() * 1000)
     retention = b.retention_time_ms if 2 <= v <= 4 else -1
     expire_ms = None if retention == -1 else now + retention
