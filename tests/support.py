@@ -58,6 +58,7 @@ def both_targets() -> tuple[str, ...]:
 # their own. A module asking for other settings starts its own (seconds of JVM start on two cores).
 SHARED_KAFKA_PROPERTIES: dict[str, Any] = {
     "group.initial.rebalance.delay.ms": 0,
+    "group.streams.initial.rebalance.delay.ms": 0,
     "log.retention.check.interval.ms": 200,
     "log.cleaner.backoff.ms": 200,
 }

@@ -37,6 +37,7 @@ from kafka.protocol.schemas.fields.struct import StructField
 from kafka.protocol.schemas.fields.struct_array import StructArrayField
 
 from logbroker.broker.handlers import api_versions, served_apis
+from logbroker.config import BrokerSettings
 from logbroker.protocol import ApiSpec
 from logbroker.protocol.connection import NEED_DATA, Request, ServerConnection, parse_request
 from logbroker.protocol.errors import ErrorCode, FrameTooLarge, ProtocolError
@@ -79,7 +80,7 @@ _I32 = struct.Struct(">i")
 _HDR = struct.Struct(">hhi")
 APIS = served_apis()  # what the broker serves, from its handlers' declarations
 # What ApiVersions' handler reads of its context: the served APIs, and (features' epoch, v3+) the topic changes.
-SERVED = SimpleNamespace(apis=APIS, topics=SimpleNamespace(changes=0))
+SERVED = SimpleNamespace(apis=APIS, topics=SimpleNamespace(changes=0), settings=BrokerSettings())
 ZERO_UUID = uuid.UUID(int=0)
 MAX_UNSIGNED_VARINT = (1 << 32) - 1
 

@@ -112,7 +112,9 @@ def _describe(ctx: BrokerContext, req: Request, gid: str) -> tuple[Any, set[str]
 
 @handles(ApiKey.StreamsGroupDescribe, 0, 1)
 def handle(ctx: BrokerContext, req: Request) -> R:
-    described = [_describe(ctx, req, gid) for gid in req.body.group_ids]
+    # Kafka answers the empty ids first (refused before the coordinator is asked), then the others in order.
+    ids = [gid for gid in req.body.group_ids if not gid] + [gid for gid in req.body.group_ids if gid]
+    described = [_describe(ctx, req, gid) for gid in ids]
     if ctx.access.authorizer is not None:
         every = set().union(*(names for _, names in described))
         allowed = ctx.access.authorize_names(req, AclOperation.DESCRIBE, ResourceType.TOPIC, every)
