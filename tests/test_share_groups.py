@@ -699,3 +699,28 @@ def test_offsets_set_for_a_share_group_before_any_member(bootstrap: str) -> None
             assert [(x.group_id, x.error_code) for x in r.results] == [(group, 0)]
 
         eventually(deleted, timeout=30)
+
+
+def test_franz_go_share_consumers_split_the_records_and_kadm_sets_and_deletes_offsets(bootstrap: str) -> None:
+    """franz-go as a Go user runs it: two kgo share consumers of one group on four partitions, both assigned
+    before 400 records are produced, both get records, each exactly once, and no acknowledgement (the last ones
+    are sent while closing) comes back an error; kadm sets a start offset for a group no member has joined,
+    describes it and deletes it."""
+    from logbroker_devtools.testing.franz import ToolMissing, franz_share
+    from support import missing_tool
+
+    topic = create_topic(bootstrap, unique("sh-franz"), partitions=4)
+    group = unique("sg")
+    try:
+        report = franz_share("consume", bootstrap, group, topic, "-members", "2", "-n", "400")
+    except ToolMissing as exc:
+        missing_tool(str(exc))
+    assert report["distinct"] == 400 and report["repeated"] == 0, report
+    assert min(report["counts"]) > 0, f"one member got every record: {report}"
+    assert report["ack_errors"] == [], report["ack_errors"]
+
+    admin_group, admin_topic = unique("sg"), create_topic(bootstrap, unique("sh-kadm"))
+    produce(bootstrap, admin_topic, [b"k%d" % i for i in range(10)])
+    got = franz_share("admin", bootstrap, admin_group, admin_topic, "-start", "7")
+    assert got == {"alter": "", "start_offset": 7, "lag": 3, "state": "Empty", "delete": "",
+                   "partitions_after_delete": 0}, got  # fmt: skip

@@ -81,7 +81,10 @@ class ShareMember:
     subscribed: list[str]
     epoch: int = 0
     previous_epoch: int = -1
-    assignment: dict[str, set[int]] = field(default_factory=dict)  # topic id -> partitions
+    # Topic id -> partitions: the target the assignor gave it, and what it was last sent (what Kafka's
+    # ShareGroupDescribe shows: a member learns its new partitions at its next heartbeat).
+    target: dict[str, set[int]] = field(default_factory=dict)
+    assignment: dict[str, set[int]] = field(default_factory=dict)
     sent_epoch: int = -1  # the member epoch whose assignment the member was last sent
     deadline: float = 0.0
 
@@ -279,6 +282,7 @@ class ShareCoordinator:
             m.previous_epoch, m.epoch = m.epoch, g.epoch
         if m.sent_epoch != m.epoch:
             m.sent_epoch = m.epoch
+            m.assignment = {t: set(p) for t, p in m.target.items()}
             return HeartbeatAnswer(mid, m.epoch, {t: set(p) for t, p in m.assignment.items()})
         return HeartbeatAnswer(mid, m.epoch, None)
 
@@ -293,9 +297,9 @@ class ShareCoordinator:
             g.epoch += 1
         if g.assignment_epoch == g.epoch:
             return
-        target = simple_assign(g.members, topics, {mid: m.assignment for mid, m in g.members.items()})
+        target = simple_assign(g.members, topics, {mid: m.target for mid, m in g.members.items()})
         for mid, m in g.members.items():
-            m.assignment = target.get(mid, {})
+            m.target = target.get(mid, {})
         g.assignment_epoch = g.epoch
         created = []
         for tid, count in topics.values():
