@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import struct
 import uuid
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -36,6 +37,7 @@ from kafka.protocol.schemas.fields.simple import SimpleField
 from kafka.protocol.schemas.fields.struct import StructField
 from kafka.protocol.schemas.fields.struct_array import StructArrayField
 
+from logbroker.broker.features import Features
 from logbroker.broker.handlers import api_versions, served_apis
 from logbroker.config import BrokerSettings
 from logbroker.protocol import ApiSpec
@@ -80,7 +82,8 @@ _I32 = struct.Struct(">i")
 _HDR = struct.Struct(">hhi")
 APIS = served_apis()  # what the broker serves, from its handlers' declarations
 # What ApiVersions' handler reads of its context: the served APIs, and (features' epoch, v3+) the topic changes.
-SERVED = SimpleNamespace(apis=APIS, topics=SimpleNamespace(changes=0), settings=BrokerSettings())
+SERVED = SimpleNamespace(apis=APIS, topics=SimpleNamespace(changes=0), settings=BrokerSettings(),
+                         features=Features(BrokerSettings(), Path("/nonexistent"), 1))
 ZERO_UUID = uuid.UUID(int=0)
 MAX_UNSIGNED_VARINT = (1 << 32) - 1
 

@@ -33,6 +33,7 @@ from .auth.acls import (
 )
 from .auth.users import UserStore
 from .configs import BrokerConfigs
+from .features import Features
 from .fetch_sessions import FetchSessionCache
 from .flusher import Flusher
 from .group_configs import GroupConfigs
@@ -170,6 +171,7 @@ class BrokerContext:
         data = Path(s.data_dir)
         self._configs = BrokerConfigs(s, data)
         self.group_configs = GroupConfigs(self.settings, data)
+        self.features = Features(self.settings, data, self.node_id)
         self._logs = LogManager(
             data, self.log_defaults, self.max_open_files(), s.log_preallocate_bytes, on_append=self._on_append
         )
@@ -219,12 +221,12 @@ class BrokerContext:
                 id_expiration_ms=s.transactional_id_expiration_ms,
                 abort_interval_ms=s.transaction_abort_timed_out_transaction_cleanup_interval_ms,
                 expire_interval_ms=s.transaction_remove_expired_transaction_cleanup_interval_ms,
-                version=s.transaction_version,
             ),
             logs=topics,
             durability=self.flusher,
             producer_ids=self._producer_ids,
             offsets=self._groups,
+            transaction_version=lambda: self.features.level("transaction.version"),
         )
         self._share = ShareCoordinator(
             self._listened(ShareStore(data, self._logs.clean_start)),

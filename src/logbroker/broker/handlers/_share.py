@@ -11,6 +11,7 @@ from logbroker.protocol import Request
 
 from ..auth.acls import AclOperation, ResourceType
 from ..context import BrokerContext
+from ..features import DISABLED_MESSAGE
 from ..share.coordinator import MAX_MEMBER_ID
 from ..share.partition import RENEW
 
@@ -21,6 +22,8 @@ AckErrors = dict[tuple[str, int], tuple[int, str | None]]  # (topic id, partitio
 def refusal(ctx: BrokerContext, req: Request) -> tuple[E, str | None] | None:
     """Why the whole request is refused (Kafka's order: group id, member id, READ on the group), or None."""
     b = req.body
+    if ctx.features.level("share.version") < 1:
+        return E.UNSUPPORTED_VERSION, DISABLED_MESSAGE
     if not b.group_id:
         return E.INVALID_REQUEST, "Invalid group id"
     if not b.member_id or len(b.member_id) > MAX_MEMBER_ID:

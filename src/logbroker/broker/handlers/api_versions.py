@@ -2,8 +2,8 @@
 answered in v0 with the full list (KIP-511).
 
 From v3 the answer carries the features (KIP-584), as Kafka 4.4 sends them: each feature's supported range
-and its finalized level, which clients and `kafka-features describe` read. logbroker's are what it serves:
-transaction.version 2 (KIP-890 part 2; setting `transaction_version` may finalize 1), group.version
+and its finalized level, which clients and `kafka-features describe` read. logbroker's are what it serves
+(`broker/features.py`, changed by UpdateFeatures): transaction.version 2 (KIP-890 part 2), group.version
 1 (KIP-848), share.version 1 (no dead-letter queues), streams.version 1 (KIP-1071), no KRaft quorum to reconfigure;
 metadata.version is 4.4's. A feature finalized at 0 is not sent, and below v4 a supported range starting
 at 0 is left out, as Kafka does. The epoch is the metadata offset DescribeQuorum reports.
@@ -21,6 +21,7 @@ from logbroker.protocol import ErrorCode as E
 
 from ..context import BrokerContext
 from ..dispatch import handles
+from ..features import SUPPORTED
 
 API = api(ApiKey.ApiVersions)
 R = API.response
@@ -33,33 +34,15 @@ def _supported(ctx: BrokerContext) -> list:
     ]
 
 
-# (name, supported min, supported max, finalized level): see the module's docstring.
-FEATURES = (
-    ("metadata.version", 7, 33, 33),
-    ("kraft.version", 0, 0, 0),
-    ("transaction.version", 0, 2, 2),  # finalized: the broker's transaction_version
-    ("group.version", 0, 1, 1),
-    ("eligible.leader.replicas.version", 0, 1, 1),
-    ("share.version", 0, 1, 1),
-    ("streams.version", 0, 1, 1),
-)
-
-
-def finalized(ctx: BrokerContext) -> list[tuple[str, int]]:
-    """Each feature's finalized level on this broker."""
-    own = {"transaction.version": ctx.settings.transaction_version}
-    return [(n, own.get(n, f)) for n, _lo, _hi, f in FEATURES]
-
-
 def _features(ctx: BrokerContext, version: int) -> dict:
     if version < 3:
         return {}
     return {
         "supported_features": [R.SupportedFeatureKey(name=n, min_version=lo, max_version=hi)
-                               for n, lo, hi, _ in FEATURES if version >= 4 or lo > 0],
-        "finalized_features_epoch": ctx.topics.changes + 1,
+                               for n, (lo, hi) in SUPPORTED.items() if version >= 4 or lo > 0],
+        "finalized_features_epoch": ctx.topics.changes + 1 + ctx.features.epoch,
         "finalized_features": [R.FinalizedFeatureKey(name=n, max_version_level=f, min_version_level=f)
-                               for n, f in finalized(ctx) if f > 0],
+                               for n, f in ctx.features.finalized() if f > 0],
     }  # fmt: skip
 
 

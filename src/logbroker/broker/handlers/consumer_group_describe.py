@@ -19,6 +19,7 @@ from ..auth.acls import AclOperation, ResourceType
 from ..auth.checks import authorized_operations
 from ..context import BrokerContext, NoResponse
 from ..dispatch import handles
+from ..features import DISABLED_MESSAGE
 from ._groups import fit_message
 
 API = api(ApiKey.ConsumerGroupDescribe)
@@ -66,6 +67,9 @@ def _bits(ops: frozenset[int]) -> int:
 
 @handles(ApiKey.ConsumerGroupDescribe, 0, 1)
 def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
+    if ctx.features.level("group.version") < 1:
+        return R(throttle_time_ms=0, groups=[_error(gid, E.UNSUPPORTED_VERSION, DISABLED_MESSAGE)
+                                             for gid in req.body.group_ids])  # fmt: skip
     out = _describe(ctx, req)
     if ctx.access.authorizer is not None:
         topics = [_topics(g) for g in out]

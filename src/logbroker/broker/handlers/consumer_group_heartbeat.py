@@ -13,6 +13,7 @@ from logbroker.protocol import ErrorCode as E
 from ..auth.acls import AclOperation, ResourceType
 from ..context import BrokerContext, NoResponse
 from ..dispatch import handles
+from ..features import DISABLED_MESSAGE
 from ._groups import fit_message
 
 API = api(ApiKey.ConsumerGroupHeartbeat)
@@ -22,6 +23,9 @@ A = R.Assignment
 
 @handles(ApiKey.ConsumerGroupHeartbeat, 0, 1)
 async def handle(ctx: BrokerContext, req: Request) -> R | NoResponse:
+    if ctx.features.level("group.version") < 1:  # KIP-848 groups off (kafka-features disable)
+        return R(throttle_time_ms=0, error_code=int(E.UNSUPPORTED_VERSION), error_message=DISABLED_MESSAGE,
+                 member_id=None, member_epoch=0, heartbeat_interval_ms=0, assignment=None)  # fmt: skip
     if ctx.access.authorizer is not None:
         b = req.body
         refused = None

@@ -52,7 +52,7 @@ def handle(ctx: BrokerContext, req: Request) -> R:
                 for p in t.partitions])
             for t in topics])  # fmt: skip
     now = int(time.time() * 1000)
-    offset = ctx.topics.changes + 1
+    offset = ctx.topics.changes + 1 + ctx.features.epoch
     voter = RS(replica_id=ctx.node_id, replica_directory_id=uuid.UUID(int=0), log_end_offset=offset,
                last_fetch_timestamp=now, last_caught_up_timestamp=now)  # fmt: skip
     part = PD(partition_index=0, error_code=E.NONE, error_message=empty, leader_id=ctx.node_id, leader_epoch=1,

@@ -14,6 +14,7 @@ from ..auth.acls import AclOperation, ResourceType
 from ..auth.checks import authorized_operations
 from ..context import BrokerContext
 from ..dispatch import handles
+from ..features import DISABLED_MESSAGE
 
 API = api(ApiKey.ShareGroupDescribe)
 R = API.response
@@ -32,6 +33,9 @@ def handle(ctx: BrokerContext, req: Request) -> R:
     b = req.body
     names = ctx.share.topic_ids()
     out = []
+    if ctx.features.level("share.version") < 1:
+        return R(throttle_time_ms=0, groups=[_missing(gid, E.UNSUPPORTED_VERSION, DISABLED_MESSAGE)
+                                             for gid in b.group_ids])  # fmt: skip
     for gid in b.group_ids:
         if not ctx.access.authorize(req, AclOperation.DESCRIBE, ResourceType.GROUP, gid):
             out.append(_missing(gid, E.GROUP_AUTHORIZATION_FAILED, None))

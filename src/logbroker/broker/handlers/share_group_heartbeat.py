@@ -13,6 +13,7 @@ from logbroker.protocol import ErrorCode as E
 from ..auth.acls import AclOperation, ResourceType
 from ..context import BrokerContext
 from ..dispatch import handles
+from ..features import DISABLED_MESSAGE
 from ..share import ShareError
 from ._groups import fit_message
 
@@ -30,6 +31,8 @@ def _error(code: int, message: str | None) -> R:
 @handles(ApiKey.ShareGroupHeartbeat, 1, 1)
 async def handle(ctx: BrokerContext, req: Request) -> R:
     b = req.body
+    if ctx.features.level("share.version") < 1:  # share groups off (kafka-features disable)
+        return _error(int(E.UNSUPPORTED_VERSION), DISABLED_MESSAGE)
     if ctx.access.authorizer is not None:
         if not ctx.access.authorize(req, AclOperation.READ, ResourceType.GROUP, b.group_id):
             return _error(int(E.GROUP_AUTHORIZATION_FAILED), None)

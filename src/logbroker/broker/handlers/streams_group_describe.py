@@ -18,6 +18,7 @@ from ..auth.acls import AclOperation, ResourceType
 from ..auth.checks import authorized_operations
 from ..context import BrokerContext
 from ..dispatch import handles
+from ..features import DISABLED_MESSAGE
 from ..groups.streams import Assignment, StreamsGroup, TopicInfo
 from ._groups import fit_message
 
@@ -112,6 +113,9 @@ def _describe(ctx: BrokerContext, req: Request, gid: str) -> tuple[Any, set[str]
 
 @handles(ApiKey.StreamsGroupDescribe, 0, 1)
 def handle(ctx: BrokerContext, req: Request) -> R:
+    if ctx.features.level("streams.version") < 1:
+        return R(throttle_time_ms=0, groups=[_error(gid, E.UNSUPPORTED_VERSION, DISABLED_MESSAGE)
+                                             for gid in req.body.group_ids])  # fmt: skip
     # Kafka answers the empty ids first (refused before the coordinator is asked), then the others in order.
     ids = [gid for gid in req.body.group_ids if not gid] + [gid for gid in req.body.group_ids if gid]
     described = [_describe(ctx, req, gid) for gid in ids]

@@ -22,6 +22,7 @@ from ..auth.acls import AclOperation, ResourceType
 from ..auth.checks import KAFKA_INTERNAL_TOPICS, cluster_allows
 from ..context import BrokerContext
 from ..dispatch import handles
+from ..features import DISABLED_MESSAGE
 from ..groups.streams import MISSING_INTERNAL_TOPICS, StreamsResult, TopicInfo
 from ..seams import TopicError, parse_topic_configs
 from ._groups import fit_message
@@ -61,6 +62,8 @@ def _task_ids(tasks: set[tuple[str, int]]) -> list[Any]:
 @handles(ApiKey.StreamsGroupHeartbeat, 0, 1)
 async def handle(ctx: BrokerContext, req: Request) -> R:
     b = req.body
+    if ctx.features.level("streams.version") < 1:  # streams groups off (kafka-features disable)
+        return _error(ctx, E.UNSUPPORTED_VERSION, DISABLED_MESSAGE)
     if not ctx.access.authorize(req, AclOperation.READ, ResourceType.GROUP, b.group_id):
         return _error(ctx, E.GROUP_AUTHORIZATION_FAILED, None)
     if b.topology is not None:

@@ -20,7 +20,7 @@ EndTxn v5, Produce v12 and TxnOffsetCommit v5 (which join the partition or group
 themselves: `add_partitions(..., tv=2)`). Its end bumps the producer's epoch (at the decision, so the markers
 carry the new epoch) and answers the new epoch, or a new producer id with epoch 0 once the epoch is exhausted;
 a retried end is recognised by the epoch one below the current one. The broker's finalized transaction.version
-(setting `transaction_version`) is what clients read to choose it, and what the coordinator's own aborts
+(`broker/features.py`) is what clients read to choose it, and what the coordinator's own aborts
 (timeouts, fencing) use.
 """
 
@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,7 +77,6 @@ class TxnSettings:
     id_expiration_ms: int
     abort_interval_ms: int
     expire_interval_ms: int
-    version: int = 2  # the finalized transaction.version: the coordinator's own aborts use it
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +100,10 @@ class TxnCoordinator:
         durability: Durability,
         producer_ids: ProducerIds,
         offsets: TxnOffsets,
+        transaction_version: Callable[[], int] = lambda: 2,
     ) -> None:
         self.store = store
+        self._transaction_version = transaction_version  # the finalized level: the coordinator's own aborts use it
         self.settings = settings
         self._logs = logs  # the partitions markers go to, and those holding open transactions (`abort_hanging`)
         self._durability = durability
@@ -366,7 +367,7 @@ class TxnCoordinator:
     async def abort_fencing(self, meta: TxnMeta) -> E:
         """Abort the open transaction under a bumped epoch: the producer that opened it is fenced (its
         batches and EndTxn carry the old epoch). Used for timeouts and for InitProducerId on an open one."""
-        return await self._end(meta, False, fence=True, tv=self.settings.version)
+        return await self._end(meta, False, fence=True, tv=self._transaction_version())
 
     async def _end(self, meta: TxnMeta, commit: bool, fence: bool = False, tv: int = 0) -> E:
         changes: dict = {"state": TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT}
