@@ -304,3 +304,43 @@ def test_the_group_survives_kill_9(tmp_path: Path) -> None:
             assert (after.group_epoch, after.assignment_epoch, after.group_state) == (
                 before.group_epoch, before.assignment_epoch, "Stable")  # fmt: skip
             assert after.topology == before.topology
+
+
+def test_kafka_streams_groups_describes_resets_and_deletes(target: str, conn: Connection) -> None:
+    """The operator's tool on a streams group: offsets and lag described while it runs, offsets reset to the
+    earliest once it is empty, then the group deleted; alike on both brokers."""
+    from confluent_kafka import Producer
+
+    from support import kafka_tool
+
+    group, source = unique("app"), unique("src")
+    create_topic(target, source, partitions=4)
+    p = Producer({"bootstrap.servers": target})
+    for i in range(40):
+        p.produce(source, b"v%d" % i, partition=i % 4)
+    assert p.flush(30) == 0
+    a = Member(conn, group, topology(source, group))
+    settle([a], lambda: a.tasks == ALL)
+    P = OC.OffsetCommitRequestTopic.OffsetCommitRequestPartition
+    commit = OC(group_id=group, generation_id_or_member_epoch=a.epoch, member_id=a.id, group_instance_id=None,
+                retention_time_ms=-1, topics=[OC.OffsetCommitRequestTopic(name=source, partitions=[
+                    P(partition_index=i, committed_offset=7, committed_leader_epoch=-1, committed_metadata="")
+                    for i in range(4)])])  # fmt: skip
+    assert [x.error_code for x in conn.do(commit, 9).topics[0].partitions] == [0, 0, 0, 0]
+
+    def tool(*args: str) -> str:
+        r = kafka_tool("kafka-streams-groups", target, *args)
+        assert r.returncode == 0, r.output
+        return r.stdout
+
+    rows = [line.split() for line in tool("--describe", "--group", group).splitlines() if source in line]
+    assert sorted((r[r.index(source) + 1], r[r.index(source) + 2:r.index(source) + 5]) for r in rows) == [
+        (str(i), ["7", "10", "3"]) for i in range(4)], rows  # partition, committed, log end, lag  # fmt: skip
+    heartbeat(conn, group, a.id, -1)
+    tool("--reset-offsets", "--group", group, "--input-topic", source, "--to-earliest", "--execute")
+    OF = api(ApiKey.OffsetFetch).request
+    wanted = [OF.OffsetFetchRequestTopic(name=source, partition_indexes=[0, 1, 2, 3])]
+    fetched = conn.do(OF(group_id=group, topics=wanted, require_stable=False), 7)
+    assert [x.committed_offset for x in fetched.topics[0].partitions] == [0, 0, 0, 0]
+    tool("--delete", "--group", group)
+    assert group not in [g.group_id for g in conn.do(LG(states_filter=[], types_filter=[]), 5).groups]
