@@ -38,8 +38,8 @@ from .fetch_sessions import FetchSessionCache
 from .flusher import Flusher
 from .group_configs import GroupConfigs
 from .groups.coordinator import Coordinator, CoordinatorConfig
+from .groups.model import StreamsSettings
 from .groups.store import GroupStore
-from .groups.streams import StreamsSettings
 from .log_cleaner import LogCleaner
 from .loggers import config_changes
 from .long_polls import LongPolls

@@ -174,8 +174,8 @@ class RequestBuilder:
         if bounded is not None:
             return e.choice(bounded)
         r = e.integer(0, 9)
-        if r < 4:
-            return e.choice((lo, lo + 1, -2, -1, 0, 1, 2, hi - 1, hi))
+        if r < 4:  # the edges (an unsigned type has no negative ones)
+            return e.choice(tuple(v for v in (lo, lo + 1, -2, -1, 0, 1, 2, hi - 1, hi) if lo <= v <= hi))
         if r < 8:
             return e.integer(max(lo, -3), min(hi, 5))
         return e.integer(lo, hi)

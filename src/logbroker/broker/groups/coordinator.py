@@ -19,6 +19,7 @@ from ..seams import Durability, TopicDirectory
 from . import offsets
 from .classic import ClassicGroups
 from .consumer import ConsumerGroups, validate
+from .kinds import AnyGroup
 from .migration import Migration
 from .model import (
     ClassicGroup,
@@ -27,7 +28,6 @@ from .model import (
     ConsumerHeartbeat,
     ConsumerHeartbeatBody,
     CoordinatorConfig,
-    Group,
     GroupState,
     HeartbeatResult,
     JoinRequest,
@@ -64,7 +64,7 @@ class Coordinator:
     ) -> None:
         self.store = store
         self.config = config
-        self._groups: dict[str, Group] = {}
+        self._groups: dict[str, AnyGroup] = {}
         self.classic = ClassicGroups(config, self._save, self._save_soon)
         self.consumer = ConsumerGroups(
             topics.table if topics is not None else dict,
@@ -85,11 +85,11 @@ class Coordinator:
         self.is_share_group: Callable[[str], bool] = lambda _gid: False
         self._load()
 
-    def group(self, group_id: str) -> Group | None:
+    def group(self, group_id: str) -> AnyGroup | None:
         """The group (classic or KIP-848) with this id, or None."""
         return self._groups.get(group_id)
 
-    def all_groups(self) -> list[Group]:
+    def all_groups(self) -> list[AnyGroup]:
         """Every group, ordered by id."""
         return [self._groups[gid] for gid in sorted(self._groups)]
 
@@ -136,18 +136,18 @@ class Coordinator:
             self.store.append(items)
             await self._durability.commit()
 
-    async def _save(self, g: Group) -> None:
+    async def _save(self, g: AnyGroup) -> None:
         g.persisted = True
         self._note_members(g)
         await self._persist([(group_key(g.group_id), g.to_json())])
 
-    def _save_soon(self, g: Group) -> None:
+    def _save_soon(self, g: AnyGroup) -> None:
         """Persist in the background; the record is taken now, so later changes do not leak into it."""
         g.persisted = True
         self._note_members(g)
         self._persist_soon([(group_key(g.group_id), g.to_json())])
 
-    def _note_members(self, g: Group) -> None:
+    def _note_members(self, g: AnyGroup) -> None:
         """Log a group's last member leaving (every change of membership is saved, so this sees them all)."""
         if not g.is_empty:
             self._active.add(g.group_id)

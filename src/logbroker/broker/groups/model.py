@@ -76,6 +76,20 @@ UNBOUNDED = 2**31 - 1  # Kafka's default group.max.size and group.consumer.max.s
 
 
 @dataclass
+class StreamsSettings:
+    """KIP-1071 streams groups' settings (Kafka's group.streams.* names)."""
+
+    session_timeout_ms: int = 45_000
+    heartbeat_interval_ms: int = 5_000
+    max_size: int = UNBOUNDED
+    num_standby_replicas: int = 0
+    initial_rebalance_delay_ms: int = 3_000
+    assignment_interval_ms: int = 1_000
+    task_offset_interval_ms: int = 60_000
+    acceptable_recovery_lag: int = 10_000
+
+
+@dataclass
 class CoordinatorConfig:
     initial_rebalance_delay_ms: int = 100
     min_session_timeout_ms: int = 1000
@@ -594,6 +608,4 @@ class ConsumerGroup(GroupBase):
         return g
 
 
-from .streams import StreamsGroup, StreamsSettings  # noqa: E402  (it builds on GroupBase above)
-
-Group = ClassicGroup | ConsumerGroup | StreamsGroup
+Group = ClassicGroup | ConsumerGroup  # with streams groups: `kinds.AnyGroup`

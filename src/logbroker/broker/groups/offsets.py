@@ -16,11 +16,11 @@ from collections.abc import Callable, Iterable
 
 from logbroker.protocol.errors import ErrorCode as E
 
+from .kinds import AnyGroup
 from .model import (
     ClassicGroup,
     Committed,
     ConsumerGroup,
-    Group,
     GroupError,
     GroupState,
     PendingOffset,
@@ -29,7 +29,7 @@ from .model import (
 from .store import Record, group_key, offset_key, pending_key
 
 
-def check_commit(g: Group | None, member_id: str, generation: int, instance_id: str | None, version: int) -> E:
+def check_commit(g: AnyGroup | None, member_id: str, generation: int, instance_id: str | None, version: int) -> E:
     """OffsetCommit's group-level check, Kafka's: any group id is accepted (the empty one too), and a commit
     from outside any generation (`generation` < 0: assign() users, admin tools) creates a simple group or
     goes to an empty one. `generation` is the member epoch for KIP-848 groups."""
@@ -67,7 +67,7 @@ def check_commit(g: Group | None, member_id: str, generation: int, instance_id: 
     return E.NONE
 
 
-def check_txn_commit(g: Group | None, member_id: str, generation: int, instance_id: str | None) -> E:
+def check_txn_commit(g: AnyGroup | None, member_id: str, generation: int, instance_id: str | None) -> E:
     """TxnOffsetCommit's group check, Kafka's (OffsetMetadataManager.validateTransactionalOffsetCommit): like
     OffsetCommit's, except that an unknown group with a generation is ILLEGAL_GENERATION in every version, a
     stale KIP-848 member epoch is ILLEGAL_GENERATION too (what producers understand), and neither a rebalance
@@ -102,7 +102,7 @@ def metadata_too_large(metadata: str | None, limit: int) -> bool:
     return len(metadata.encode("utf-16-le", errors="surrogatepass")) // 2 > limit
 
 
-def commit(g: Group, offsets: dict[TopicPartition, Committed]) -> list[Record]:
+def commit(g: AnyGroup, offsets: dict[TopicPartition, Committed]) -> list[Record]:
     """Plain commits; a pending transactional offset of the same partition is now older than the committed one,
     so its transaction's commit must not overwrite it (Kafka keeps the most recent write)."""
     g.offsets.update(offsets)
@@ -113,7 +113,7 @@ def commit(g: Group, offsets: dict[TopicPartition, Committed]) -> list[Record]:
     return records
 
 
-def store_pending(g: Group, producer_id: int, offsets: dict[TopicPartition, Committed], seq: int) -> list[Record]:
+def store_pending(g: AnyGroup, producer_id: int, offsets: dict[TopicPartition, Committed], seq: int) -> list[Record]:
     """Pending offsets of a producer's transaction (a second write of a partition replaces the first)."""
     mine = g.txn_offsets.setdefault(producer_id, {})
     records: list[Record] = []
@@ -123,7 +123,7 @@ def store_pending(g: Group, producer_id: int, offsets: dict[TopicPartition, Comm
     return records
 
 
-def complete(g: Group, producer_id: int, commit: bool) -> list[Record]:
+def complete(g: AnyGroup, producer_id: int, commit: bool) -> list[Record]:
     """The end of a producer's transaction for this group (Kafka's replayEndTransactionMarker): on commit its
     pending offsets become committed ones, unless a later write of the partition was committed first; on
     abort they are dropped. Nothing to do (a repeated call) returns no records."""
@@ -141,7 +141,7 @@ def complete(g: Group, producer_id: int, commit: bool) -> list[Record]:
     return records
 
 
-def _supersede(g: Group, tp: TopicPartition, before: int | None) -> list[Record]:
+def _supersede(g: AnyGroup, tp: TopicPartition, before: int | None) -> list[Record]:
     """Mark other transactions' pending offsets of `tp` older than a commit just made (all, or those written
     before `before`) as superseded, durably."""
     records: list[Record] = []
@@ -153,7 +153,7 @@ def _supersede(g: Group, tp: TopicPartition, before: int | None) -> list[Record]
     return records
 
 
-def unstable(g: Group | None, partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
+def unstable(g: AnyGroup | None, partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
     """Which of `partitions` have transactional offsets waiting (OffsetFetch `require_stable` answers
     UNSTABLE_OFFSET_COMMIT for them)."""
     if g is None or not g.txn_offsets:
@@ -162,7 +162,7 @@ def unstable(g: Group | None, partitions: Iterable[TopicPartition]) -> set[Topic
     return waiting.intersection(partitions)
 
 
-def _drop_pending(g: Group, tp: TopicPartition) -> list[Record]:
+def _drop_pending(g: AnyGroup, tp: TopicPartition) -> list[Record]:
     """An offset tombstone removes every transaction's pending offset of the partition, as in Kafka (their
     producers still count as open transactions of the group until they end)."""
     records: list[Record] = []
@@ -172,7 +172,7 @@ def _drop_pending(g: Group, tp: TopicPartition) -> list[Record]:
     return records
 
 
-def fetch(g: Group | None, partitions: list[TopicPartition] | None) -> dict[TopicPartition, Committed]:
+def fetch(g: AnyGroup | None, partitions: list[TopicPartition] | None) -> dict[TopicPartition, Committed]:
     """The committed offsets of `partitions` (all of them when None); uncommitted ones are left out."""
     if g is None:
         return {}
@@ -182,7 +182,7 @@ def fetch(g: Group | None, partitions: list[TopicPartition] | None) -> dict[Topi
 
 
 def delete(
-    g: Group | None, group_id: str, partitions: list[TopicPartition], known: Iterable[str] = ()
+    g: AnyGroup | None, group_id: str, partitions: list[TopicPartition], known: Iterable[str] = ()
 ) -> tuple[dict[TopicPartition, E], list[Record]]:
     """OffsetDelete: refused per partition while a member subscribes to its topic (Kafka's rule)."""
     if not group_id:
@@ -205,7 +205,7 @@ def delete(
     return result, deletes
 
 
-def delete_all(g: Group) -> list[Record]:
+def delete_all(g: AnyGroup) -> list[Record]:
     """Every offset of a group being deleted, pending transactional ones too (the caller adds the group
     record's deletion)."""
     records: list[Record] = [(offset_key(g.group_id, t, p), None) for t, p in g.offsets]
@@ -215,7 +215,7 @@ def delete_all(g: Group) -> list[Record]:
 
 
 def expire(
-    groups: Iterable[Group], now: int, retention_ms: int, known: Iterable[str] = ()
+    groups: Iterable[AnyGroup], now: int, retention_ms: int, known: Iterable[str] = ()
 ) -> tuple[list[Record], list[str], int]:
     """Kafka's offsets cleanup (OffsetMetadataManager.cleanupExpiredOffsets): in each group, an offset of a
     topic the group does not subscribe to expires at its explicit expiry (OffsetCommit v2-4), else a retention
@@ -256,7 +256,7 @@ def expire(
     return deletes, gone, expired
 
 
-def forget_topic(groups: Iterable[Group], topic: str) -> list[Record]:
+def forget_topic(groups: Iterable[AnyGroup], topic: str) -> list[Record]:
     """A deleted topic takes its committed and pending offsets with it (as in Kafka)."""
     deletes: list[Record] = []
     for g in groups:
@@ -268,7 +268,7 @@ def forget_topic(groups: Iterable[Group], topic: str) -> list[Record]:
     return deletes
 
 
-def _subscribed(g: Group, known: Iterable[str]) -> Callable[[str], bool]:
+def _subscribed(g: AnyGroup, known: Iterable[str]) -> Callable[[str], bool]:
     """Whether the group reads a topic (its offsets then never expire or get deleted), worked out once for
     many offsets. Kafka's rule: when a classic group's subscriptions are unknown, a consumer-protocol group
     counts as subscribed to everything, any other group to nothing."""

@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Literal
 
 from logbroker.protocol.errors import ErrorCode as E
 
-from .model import UNBOUNDED, GroupBase, GroupState, is_blank, now_ms
+from .model import GroupBase, GroupState, StreamsSettings, is_blank, now_ms
 
 Task = tuple[str, int]  # (subtopology id, partition)
 TopicSizes = Mapping[str, int]  # topic name -> partition count (existing topics only)
@@ -523,18 +523,6 @@ class StreamsResult:
     endpoint_epoch: int = 0
     endpoints: list[tuple[tuple[str, int], dict[str, set[int]], dict[str, set[int]]]] | None = None
     to_create: list[TopicInfo] = field(default_factory=list)  # internal topics the handler should create
-
-
-@dataclass
-class StreamsSettings:
-    session_timeout_ms: int = 45_000
-    heartbeat_interval_ms: int = 5_000
-    max_size: int = UNBOUNDED
-    num_standby_replicas: int = 0
-    initial_rebalance_delay_ms: int = 3_000
-    assignment_interval_ms: int = 1_000
-    task_offset_interval_ms: int = 60_000
-    acceptable_recovery_lag: int = 10_000
 
 
 def _tasks(body_tasks: Any) -> set[Task]:

@@ -12,6 +12,9 @@ from logbroker.protocol import ErrorCode as E
 from ..context import BrokerContext
 from ..seams import PartitionLog
 
+# Kafka's MAX_PARTITIONS_PER_BATCH: partitions one request may create (CreateTopics, a streams group's topics).
+MAX_PARTITIONS_PER_REQUEST = 10_000
+
 
 def by_partition(
     ctx: BrokerContext,

@@ -23,12 +23,12 @@ from ..context import BrokerContext
 from ..dispatch import handles
 from ..seams import TopicError, parse_topic_configs, validate_topic_name
 from ._configs import topic_config_entries
+from ._partitions import MAX_PARTITIONS_PER_REQUEST
 
 API = api(ApiKey.CreateTopics)
 R = API.response
 TR = R.CreatableTopicResult
 ZERO_UUID = uuid.UUID(int=0)
-MAX_PARTITIONS_PER_REQUEST = 10_000  # Kafka's MAX_PARTITIONS_PER_BATCH
 MAX_RECORDS_PER_REQUEST = 10_000  # Kafka's MAX_RECORDS_PER_USER_OP
 
 

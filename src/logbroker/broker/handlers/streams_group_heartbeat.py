@@ -26,6 +26,7 @@ from ..features import DISABLED_MESSAGE
 from ..groups.streams import MISSING_INTERNAL_TOPICS, StreamsResult, TopicInfo
 from ..seams import TopicError, parse_topic_configs
 from ._groups import fit_message
+from ._partitions import MAX_PARTITIONS_PER_REQUEST
 
 log = logging.getLogger(__name__)
 API = api(ApiKey.StreamsGroupHeartbeat)
@@ -121,6 +122,10 @@ def _create_internal_topics(ctx: BrokerContext, req: Request, res: StreamsResult
     may_all = cluster_allows(ctx, req, AclOperation.CREATE)
     denied: list[str] = []
     failed: list[str] = []
+    if sum(max(t.partitions, 0) for t in res.to_create) > MAX_PARTITIONS_PER_REQUEST:
+        # As CreateTopics refuses it (Kafka's controller: one batch of records at most); nothing is created.
+        failed = [f"{t.name} (Unable to perform excessively large batch operation.)" for t in res.to_create]
+        res.to_create = []
     for info in res.to_create:
         if not may_all and not ctx.access.authorize(req, AclOperation.CREATE, ResourceType.TOPIC, info.name):
             denied.append(info.name)
@@ -144,7 +149,9 @@ def _create_internal_topics(ctx: BrokerContext, req: Request, res: StreamsResult
 
 
 def _create(ctx: BrokerContext, info: TopicInfo) -> None:
-    """As CreateTopics would: the replication factor must be what one node has, the configs valid."""
+    """As CreateTopics would: a partition count, the replication factor one node has, valid configs."""
+    if info.partitions <= 0:
+        raise TopicError(E.INVALID_PARTITIONS, f"Number of partitions must be larger than 0, got {info.partitions}")
     if info.replication_factor not in (-1, 0, 1):
         message = f"Replication factor: {info.replication_factor} larger than available brokers: 1."
         raise TopicError(E.INVALID_REPLICATION_FACTOR, message)
