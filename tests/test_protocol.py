@@ -82,8 +82,12 @@ _I32 = struct.Struct(">i")
 _HDR = struct.Struct(">hhi")
 APIS = served_apis()  # what the broker serves, from its handlers' declarations
 # What ApiVersions' handler reads of its context: the served APIs, and (features' epoch, v3+) the topic changes.
-SERVED = SimpleNamespace(apis=APIS, topics=SimpleNamespace(changes=0), settings=BrokerSettings(),
-                         features=Features(BrokerSettings(), Path("/nonexistent"), 1))
+SERVED = SimpleNamespace(
+    apis=APIS,
+    topics=SimpleNamespace(changes=0),
+    settings=BrokerSettings(),
+    features=Features(BrokerSettings(), Path("/nonexistent"), 1),
+)
 ZERO_UUID = uuid.UUID(int=0)
 MAX_UNSIGNED_VARINT = (1 << 32) - 1
 
