@@ -391,7 +391,8 @@ class BrokerSettings(BaseSettings):
         le=2,
         description="the finalized transaction.version feature clients read from ApiVersions: 2 is KIP-890 part 2 "
         "(the epoch bumps at every transaction's end, partitions and groups join a transaction with Produce v12 "
-        "and TxnOffsetCommit v5), as Kafka 4.4 finalizes it; 1 keeps clients on AddPartitionsToTxn and EndTxn v4",
+        "and TxnOffsetCommit v5), as Kafka 4.4 finalizes it; 1 keeps clients on AddPartitionsToTxn and EndTxn v4. "
+        "Read until `kafka-features` changes the level (kept in the data directory from then on)",
     )
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = Field(
         10_000, ge=1, description="how often transactions past their timeout are aborted"
