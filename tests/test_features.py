@@ -127,3 +127,17 @@ def test_levels_survive_kill_9(tmp_path: Path) -> None:
         proc.start()
         after = finalized(proc.bootstrap)
         assert after == before and after["transaction.version"] == 1 and "share.version" not in after
+
+
+def test_a_damaged_features_file_is_logged_and_the_defaults_hold(tmp_path: Path) -> None:
+    with BrokerProcess(tmp_path / "data") as proc:
+        assert update(proc.bootstrap, ("transaction.version", 1, 2)).error_code == 0
+        proc.stop()
+        (tmp_path / "data" / "__configs" / "features.json").write_bytes(b"{not json")
+        proc.start()
+        assert finalized(proc.bootstrap)["transaction.version"] == 2  # the default, the damage said in the log
+        assert "features.json is unreadable" in proc.log_tail(200)
+        assert update(proc.bootstrap, ("transaction.version", 1, 2)).error_code == 0  # and rewritten whole
+        proc.kill()
+        proc.start()
+        assert finalized(proc.bootstrap)["transaction.version"] == 1

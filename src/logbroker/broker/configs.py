@@ -32,7 +32,7 @@ from logbroker.storage.configs import (
     parse_typed,
     render,
 )
-from logbroker.storage.files import write_atomic
+from logbroker.storage.files import read_json_object, write_atomic
 from logbroker.storage.log import LogConfig
 
 from .loggers import config_values
@@ -226,16 +226,10 @@ class BrokerConfigs:
     # ------------------------------------------------------------------ persistence
 
     def _load(self) -> None:
+        # A damaged file must not stop the broker: its static configs still hold.
         path = self.dir / CONFIG_FILE
-        try:
-            raw = json.loads(path.read_bytes())
-        except FileNotFoundError:
-            return
-        except ValueError as exc:  # a damaged file must not stop the broker: its static configs still hold
-            log.error("%s is unreadable (%s); dynamic broker configs are ignored until altered again", path, exc)
-            return
-        if not isinstance(raw, dict):
-            log.error("%s does not hold an object; dynamic broker configs are ignored", path)
+        raw = read_json_object(path, "dynamic broker configs are ignored")
+        if raw is None:
             return
         for scope in ("", self.node):
             values = raw.get(scope, {})

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from logbroker.config import BrokerSettings
 from logbroker.protocol.errors import ErrorCode as E
-from logbroker.storage.files import write_atomic
+from logbroker.storage.files import read_json_object, write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -80,14 +80,10 @@ class Features:
         self._load()
 
     def _load(self) -> None:
-        try:
-            raw = json.loads(self.path.read_bytes())
-        except FileNotFoundError:
+        raw = read_json_object(self.path, "features are at their defaults")
+        if raw is None:
             return
-        except ValueError as exc:
-            log.error("%s is unreadable (%s); features are at their defaults until updated again", self.path, exc)
-            return
-        levels = raw.get("levels") if isinstance(raw, dict) else None
+        levels = raw.get("levels")
         if not isinstance(levels, dict):
             log.error("%s holds no feature levels; features are at their defaults", self.path)
             return

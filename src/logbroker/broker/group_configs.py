@@ -21,7 +21,7 @@ from pathlib import Path
 
 from logbroker.config import BrokerSettings
 from logbroker.storage.configs import ConfigError, ConfigType
-from logbroker.storage.files import write_atomic
+from logbroker.storage.files import read_json_object, write_atomic
 
 from .configs import DEFAULT, Entry
 from .loggers import config_values
@@ -136,15 +136,8 @@ class GroupConfigs:
         self._load()
 
     def _load(self) -> None:
-        try:
-            raw = json.loads(self.path.read_bytes())
-        except FileNotFoundError:
-            return
-        except ValueError as exc:
-            log.error("%s is unreadable (%s); group configs are at their defaults until altered again", self.path, exc)
-            return
-        if not isinstance(raw, dict):
-            log.error("%s does not hold an object; group configs are at their defaults", self.path)
+        raw = read_json_object(self.path, "group configs are at their defaults")
+        if raw is None:
             return
         for group, values in raw.items():
             if not isinstance(values, dict):

@@ -10,10 +10,12 @@ a write acknowledged after the flusher took its descriptor was synced here first
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 from collections import OrderedDict
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 OPEN_FLAGS = os.O_RDWR | os.O_CREAT | os.O_APPEND
 # A log file is written at its logical end (`pwrite`), which may lie before space reserved past it; on Linux
@@ -202,3 +204,19 @@ def write_atomic(path: Path, data: bytes) -> None:
     os.close(fd)
     os.replace(tmp, path)
     fsync_dir(path.parent)
+
+
+def read_json_object(path: Path, what: str) -> dict[str, Any] | None:
+    """A small state file's JSON object, or None: missing (nothing stored yet), or damaged, which is logged
+    (`what` names what falls back to its defaults) and never a reason for the broker not to start."""
+    try:
+        raw = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except ValueError as exc:
+        logging.getLogger(__name__).error("%s is unreadable (%s); %s until changed again", path, exc, what)
+        return None
+    if not isinstance(raw, dict):
+        logging.getLogger(__name__).error("%s does not hold an object; %s", path, what)
+        return None
+    return raw
