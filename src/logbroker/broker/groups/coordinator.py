@@ -72,9 +72,7 @@ class Coordinator:
             config.consumer_heartbeat_interval_ms,
             config.consumer_max_group_size,
         )
-        self.streams = StreamsGroups(
-            (lambda: {n: v[1] for n, v in topics.table().items()}) if topics is not None else dict, config.streams
-        )
+        self.streams = StreamsGroups(topics.table if topics is not None else dict, config.streams)
         self.migration = Migration(self.consumer, self.classic, config.consumer_migration_policy,
                                    config.max_group_size)  # fmt: skip
         self._durability = durability  # the broker's fsync policy (the store's log tells it of each write)

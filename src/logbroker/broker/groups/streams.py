@@ -29,7 +29,7 @@ from .model import GroupBase, GroupState, StreamsSettings, is_blank, now_ms
 
 Task = tuple[str, int]  # (subtopology id, partition)
 TopicSizes = Mapping[str, int]  # topic name -> partition count (existing topics only)
-TopicTable = Mapping[str, int]  # what `StreamsGroups.sizes()` gives: every topic's partition count
+TopicTable = Mapping[str, tuple[str, int]]  # what `StreamsGroups.topics()` gives: name -> (topic id, partitions)
 
 # Heartbeat status codes (StreamsGroupHeartbeatResponse.Status).
 STALE_TOPOLOGY, MISSING_SOURCE_TOPICS, INCORRECTLY_PARTITIONED_TOPICS, MISSING_INTERNAL_TOPICS = 0, 1, 2, 3
@@ -574,10 +574,10 @@ def validate(body: Any) -> StreamsResult | None:
 
 
 class StreamsGroups:
-    """KIP-1071 transitions; `sizes()` gives the partition counts of the topics that exist."""
+    """KIP-1071 transitions; `topics()` gives the broker's topic table (name -> (id, partitions))."""
 
-    def __init__(self, sizes: Callable[[], TopicTable], settings: StreamsSettings | None = None) -> None:
-        self.sizes = sizes
+    def __init__(self, topics: Callable[[], TopicTable], settings: StreamsSettings | None = None) -> None:
+        self.topics = topics  # the broker's (cached) topic table: only the topology's topics are looked up
         self.settings = settings or StreamsSettings()
 
     # -------------------------------------------------------------- heartbeat
@@ -643,9 +643,9 @@ class StreamsGroups:
             return StreamsResult(
                 E.UNKNOWN_MEMBER_ID, f"Member {body.member_id} is not a member of group {g.group_id}."
             ), False
-        table = self.sizes()
+        table = self.topics()
         names = sorted(topology.topic_names())
-        sizes = {n: table[n] for n in names if n in table}
+        sizes = {n: table[n][1] for n in names if n in table}
         signature = tuple((n, sizes.get(n, -1)) for n in names)
         configured = g.configured
         if configured is None or signature != g.sizes_signature or topology is not g.topology:
