@@ -345,3 +345,29 @@ def test_kafka_streams_groups_describes_resets_and_deletes(target: str, conn: Co
     assert [x.committed_offset for x in fetched.topics[0].partitions] == [0, 0, 0, 0]
     tool("--delete", "--group", group)
     assert group not in [g.group_id for g in conn.do(LG(states_filter=[], types_filter=[]), 5).groups]
+
+
+def test_members_learn_which_partitions_each_endpoint_serves(target: str, conn: Connection) -> None:
+    """Interactive Queries: a member with a user endpoint is told, when its endpoint epoch is behind, which
+    partitions of the input topics each endpoint's active tasks hold."""
+    group, source = unique("app"), unique("src")
+    create_topic(target, source, partitions=4)
+    member = unique("member")
+    endpoint = HB.Endpoint(host="app-1.example", port=7070)
+    r = heartbeat(conn, group, member, 0, topology=topology(source, group), user_endpoint=endpoint)
+    epoch, deadline = r.member_epoch, time.monotonic() + 30
+    while tasks(r) != ALL:
+        assert time.monotonic() < deadline, r
+        time.sleep(0.1)
+        r = heartbeat(conn, group, member, epoch, **owned(tasks(r) or set()))
+        epoch = r.member_epoch
+    r = heartbeat(conn, group, member, epoch, endpoint_information_epoch=-1, **owned(ALL))
+    assert r.error_code == 0 and r.endpoint_information_epoch >= 0
+    [e] = r.partitions_by_user_endpoint
+    assert (e.user_endpoint.host, e.user_endpoint.port) == ("app-1.example", 7070)
+    assert sorted((tp.topic, sorted(tp.partitions)) for tp in e.active_partitions) == sorted(
+        [(source, [0, 1, 2, 3]), (f"{group}-rep", [0, 1, 2, 3])])  # fmt: skip
+    # Up to date: nothing sent.
+    r = heartbeat(conn, group, member, epoch, endpoint_information_epoch=r.endpoint_information_epoch)
+    assert r.partitions_by_user_endpoint is None
+    heartbeat(conn, group, member, -1)
