@@ -571,6 +571,15 @@ def test_two_members_split_a_four_partition_topic(bootstrap: str) -> None:
             for c in members:
                 started |= {m.partition() for m in c.poll(0.3) or [] if m.error() is None}
         assert len(started) == 4, f"share-partitions started: {sorted(started)}"
+        # Each member must hold its own partitions before the records come: a member learns its new assignment
+        # at its next heartbeat, and until then reads all it had (described assignments are what was sent).
+        disjoint = False
+        while not disjoint and time.monotonic() < deadline:
+            for c in members:
+                c.poll(0.2)
+            disjoint = _assignments_disjoint(bootstrap, group, 2)
+        assert disjoint, "the members never held partitions of their own"
+        time.sleep(1.5)  # share fetches sent before the new assignment end within their wait
         values = [b"r%d" % i for i in range(400)]
         for i, v in enumerate(values):
             p.produce(topic, v, key=b"k%d" % i)
@@ -582,6 +591,19 @@ def test_two_members_split_a_four_partition_topic(bootstrap: str) -> None:
     finally:
         for c in members:
             c.close()
+
+
+def _assignments_disjoint(bootstrap: str, group: str, members: int) -> bool:
+    """ShareGroupDescribe shows `members` members, each with partitions, none shared."""
+    from logbroker.protocol import ApiKey, api
+    from support import Wire
+
+    D = api(ApiKey.ShareGroupDescribe).request
+    with Wire(bootstrap, timeout=30) as wire:
+        [g] = wire.call(ApiKey.ShareGroupDescribe, 1, D(group_ids=[group], include_authorized_operations=False)).groups
+    held = [(t.topic_id, p) for m in g.members for t in m.assignment.topic_partitions for p in t.partitions]
+    each = [bool(m.assignment.topic_partitions) for m in g.members]
+    return len(each) == members and all(each) and len(held) == len(set(held))
 
 
 def test_acknowledgements_sent_after_leaving_the_group_are_taken(bootstrap: str) -> None:
