@@ -255,9 +255,20 @@ def test_handlers_see_the_broker_context_only() -> None:
 
 # Product modules that use kafka-python as a client, not as the codec: the CLI's partitioner (murmur2) and
 # its admin path for the two calls confluent-kafka lacks (OffsetDelete, DescribeLogDirs).
-KAFKA_PYTHON_CLIENTS = {"logbroker.cli.wire_admin": {"kafka", "kafka.TopicPartition", "kafka.admin", "kafka.errors",
-                                                      "kafka.admin.KafkaAdminClient", "kafka.errors.KafkaError",
-                                                      }}  # fmt: skip
+KAFKA_PYTHON_CLIENTS = {
+    "logbroker.cli.wire_admin": {"kafka", "kafka.TopicPartition", "kafka.admin", "kafka.errors",
+                                 "kafka.admin.KafkaAdminClient", "kafka.errors.KafkaError"},
+    # the console's calls librdkafka lacks (log dirs, transactions, producers, every group type, SCRAM listing)
+    "logbroker.console.cluster": {"kafka", "kafka.TopicPartition", "kafka.admin", "kafka.errors",
+                                  "kafka.admin.KafkaAdminClient", "kafka.errors.KafkaError",
+                                  "kafka.admin.AbortTransactionSpec", "kafka.admin.ACLFilter",
+                                  "kafka.admin.ACLOperation", "kafka.admin.ACLPermissionType",
+                                  "kafka.admin.ACLResourcePatternType", "kafka.admin.ResourcePatternFilter",
+                                  "kafka.admin.ResourceType", "kafka.errors.SecurityDisabledError"},
+    # ShareGroupDescribe and DescribeShareGroupOffsets: request classes kafka-python builds from our schemas
+    "logbroker.console.share_wire": {"kafka.admin", "kafka.admin.KafkaAdminClient", "kafka.protocol.api_message",
+                                     "kafka.protocol.api_message.ApiMessage"},
+}  # fmt: skip
 
 
 def test_only_the_protocol_layer_imports_the_codec() -> None:

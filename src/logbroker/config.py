@@ -11,7 +11,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from logbroker import addresses
@@ -179,6 +179,13 @@ class BrokerSettings(BaseSettings):
         description="HOST:PORT of the Prometheus /metrics, /health and /ready endpoint (off when unset; keep "
         "it on loopback or a private network: it is not authenticated)",
     )
+    console_listen: str | None = Field(
+        None,
+        description="HOST:PORT of the web console `logbroker serve` runs beside the broker (off when unset; off "
+        "loopback give console_tls_cert/console_tls_key, or it is served in clear text with a warning)",
+    )
+    console_tls_cert: Path | None = Field(None, description="PEM certificate (chain) the console serves HTTPS with")
+    console_tls_key: Path | None = Field(None, description="PEM private key of console_tls_cert")
     node_id: int = Field(1, ge=0, description="the broker's id in Metadata answers (Kafka's node.id)")
     fsync: FsyncPolicy = Field(FsyncPolicy.ALWAYS, description="always | interval | never")
     fsync_interval_ms: int = Field(1000, ge=1, description="with fsync=interval")
@@ -418,11 +425,11 @@ class BrokerSettings(BaseSettings):
                 raise ValueError("advertised_listener must be an address clients can reach")
         return v
 
-    @field_validator("metrics_listen")
+    @field_validator("metrics_listen", "console_listen")
     @classmethod
-    def _metrics_listen(cls, v: str | None) -> str | None:
+    def _metrics_listen(cls, v: str | None, info: ValidationInfo) -> str | None:
         if v is not None:
-            parse_host_port(v, "metrics_listen")
+            parse_host_port(v, info.field_name or "listen")
         return v
 
     @field_validator("log_cleanup_policy")

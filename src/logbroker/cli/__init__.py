@@ -15,6 +15,7 @@ from logbroker.cli import bench as _bench
 from logbroker.cli import certs as _certs
 from logbroker.cli import cluster as _cluster
 from logbroker.cli import config_cmd as _config_cmd
+from logbroker.cli import console as _console
 from logbroker.cli import groups as _groups
 from logbroker.cli import migrate as _migrate
 from logbroker.cli import records as _records
@@ -86,6 +87,7 @@ for _command in (
     _cluster.cluster,
     _certs.certs,
     _config_cmd.config,
+    _console.console,
     _migrate.migrate,
 ):
     main.add_command(_command)

@@ -169,8 +169,9 @@ _SECURITY_NAMES = ("command_config", "security_protocol", "sasl_mechanism", "sas
                    "ssl_ca", "ssl_cert", "ssl_key", "ssl_key_password")  # fmt: skip
 
 
-def security_settings(bootstrap: str, **given: Any) -> KafkaSettings | None:
-    """The options of `SECURITY` as shared-layer settings; None when none was given (plain PLAINTEXT)."""
+def security_settings(bootstrap: str, credentials_required: bool = True, **given: Any) -> KafkaSettings | None:
+    """The options of `SECURITY` as shared-layer settings; None when none was given (plain PLAINTEXT).
+    ``credentials_required=False`` (the console, whose users log in themselves): SASL without a user."""
     from logbroker._kafka.settings import SecurityConfigError, from_properties, read_properties
 
     config = given.pop("command_config", None)
@@ -193,6 +194,8 @@ def security_settings(bootstrap: str, **given: Any) -> KafkaSettings | None:
     except SecurityConfigError as exc:
         hint = "--command-config" if config is not None else "security options"
         raise click.BadParameter(str(exc), param_hint=hint) from None
+    if not credentials_required:
+        return settings
     if settings.uses_sasl and settings.sasl_username is None:
         raise click.UsageError(f"{settings.security_protocol} needs --sasl-username (or sasl.jaas.config)")
     if settings.uses_sasl and settings.sasl_password is None:
@@ -205,14 +208,15 @@ def security_settings(bootstrap: str, **given: Any) -> KafkaSettings | None:
     return settings
 
 
-def SECURITY(f: F) -> F:
+def SECURITY(f: F, credentials_required: bool = True) -> F:
     """The security options (Kafka's ``--command-config`` and flags), passed on as ``security``
     (`KafkaSettings` or None)."""
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         given = {name: kwargs.pop(name) for name in _SECURITY_NAMES}
-        kwargs["security"] = security_settings(kwargs.get("bootstrap") or "127.0.0.1:9092", **given)
+        kwargs["security"] = security_settings(kwargs.get("bootstrap") or "127.0.0.1:9092", credentials_required,
+                                               **given)  # fmt: skip
         return f(*args, **kwargs)
 
     for option in reversed(_SECURITY_OPTIONS):

@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -56,6 +57,11 @@ GC_THRESHOLDS = (50_000, 20, 20)
 @click.option(
     "--metrics-listen", help="HOST:PORT for Prometheus /metrics, /health and /ready (off by default; loopback advised)."
 )
+@click.option("--console", "console_listen",
+              help="HOST:PORT for the web console (off by default; e.g. 127.0.0.1:9080). It reads this broker's own "
+              "metrics and share-partition locks; on a SASL-only broker each browser logs in.")
+@click.option("--console-tls-cert", type=click.Path(path_type=Path), help="PEM certificate: the console over HTTPS.")
+@click.option("--console-tls-key", type=click.Path(path_type=Path), help="PEM private key of --console-tls-cert.")
 @click.option("--log-format", type=click.Choice(["text", "json"]), help="text (default), or one JSON object per line.")
 def serve(config_file: Path | None, **flags: object) -> None:
     """Run the embedded broker until SIGTERM or Ctrl-C.
@@ -102,12 +108,53 @@ def serve(config_file: Path | None, **flags: object) -> None:
         # its host's collector alone.
         gc.freeze()
         gc.set_threshold(*GC_THRESHOLDS)
+        console = None
+        if settings.console_listen:
+            try:
+                console = await asyncio.to_thread(start_console, broker, settings)
+            except (OSError, ValueError) as exc:
+                click.echo(f"logbroker: cannot start the console: {exc}", err=True)
+                await broker.stop()
+                sys.exit(1)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         logging.getLogger("logbroker").info("shutting down")
+        if console is not None:
+            await asyncio.to_thread(console.stop)
         await broker.stop()
 
     asyncio.run(run())
+
+
+def start_console(broker: Any, settings: Any) -> Any:
+    """The web console beside the broker, on a thread of its own, connected to one of its listeners over the
+    wire like any client (PLAINTEXT preferred, else SASL_PLAINTEXT with a login per browser), and reading
+    the broker's metrics and share-partition locks in process."""
+    from logbroker._kafka.settings import KafkaSettings
+    from logbroker.broker.inspect import BrokerInspector
+    from logbroker.console.options import ConsoleOptions
+    from logbroker.console.server import ConsoleServer
+
+    by_protocol = {rt.spec.protocol: rt for rt in reversed(broker.listeners)}
+    rt = by_protocol.get("PLAINTEXT") or by_protocol.get("SASL_PLAINTEXT")
+    if rt is None:
+        raise ValueError("the console connects to the broker over PLAINTEXT or SASL_PLAINTEXT; this broker has only "
+                         "TLS listeners: add a loopback one (listeners=...,PLAINTEXT://127.0.0.1:9092), or run "
+                         "`logbroker console --command-config ...` against it")  # fmt: skip
+    host, port = broker.context.endpoints[rt.spec.name]
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    security = None
+    if rt.spec.protocol == "SASL_PLAINTEXT":
+        mechanism = next((m for m in ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN") if m in rt.mechanisms), "PLAIN")
+        security = KafkaSettings(f"{host}:{port}", "SASL_PLAINTEXT", mechanism)
+    options = ConsoleOptions(f"{host}:{port}", security, settings.console_listen,
+                             str(settings.console_tls_cert) if settings.console_tls_cert else None,
+                             str(settings.console_tls_key) if settings.console_tls_key else None,
+                             local=BrokerInspector(broker.context))  # fmt: skip
+    server = ConsoleServer(options)
+    server.start()
+    return server
