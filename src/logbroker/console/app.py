@@ -228,7 +228,7 @@ def build_app(options: ConsoleOptions) -> Starlette:
 
     def overview(request: Request, s: Session, c: Cluster, form: dict[str, str]) -> Any:
         info = c.describe()
-        groups = c.groups()
+        groups = c.listed_groups()
         info["groups"] = len(groups)
         info["by_type"] = {t: sum(1 for g in groups if g.type == t) for t in sorted({g.type for g in groups})}
         versions = c.api_versions()
