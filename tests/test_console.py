@@ -113,13 +113,14 @@ class ConsoleProcess:
 @pytest.fixture(scope="module", params=both_targets())
 def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
     if request.param == "logbroker":
-        port = free_port()
+        port, metrics = free_port(), free_port()
         proc = BrokerProcess(tmp_path_factory.mktemp("console") / "data",
-                             extra_args=["--console", f"127.0.0.1:{port}"])  # fmt: skip
+                             extra_args=["--console", f"127.0.0.1:{port}", "--metrics-listen", f"127.0.0.1:{metrics}"])
         proc.start()
         url = f"http://127.0.0.1:{port}"
         wait_http(url + "/static/console.css")
-        yield SimpleNamespace(kind="logbroker", bootstrap=proc.bootstrap, url=url)
+        yield SimpleNamespace(kind="logbroker", bootstrap=proc.bootstrap, url=url,
+                              metrics=f"http://127.0.0.1:{metrics}/metrics")  # fmt: skip
         assert proc.stop() == 0, proc.log_tail()
         return
     with kafka_peer() as kafka:
@@ -135,9 +136,9 @@ def produce(bootstrap: str, topic: str, values: list[str], key: str | None = Non
     assert p.flush(30) == 0
 
 
-def consume_and_commit(bootstrap: str, topic: str, group: str, count: int) -> None:
+def consume_and_commit(bootstrap: str, topic: str, group: str, count: int, extra: dict[str, str] | None = None) -> None:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                  "enable.auto.commit": False})  # fmt: skip
+                  "enable.auto.commit": False, **(extra or {})})  # fmt: skip
     c.subscribe([topic])
     got = 0
     deadline = time.monotonic() + 60
@@ -177,6 +178,8 @@ def test_every_page_opens(target: SimpleNamespace, page: Any) -> None:
     produce(target.bootstrap, topic, [f"v{i}" for i in range(6)], key="k")
     group = unique("pages-g")
     consume_and_commit(target.bootstrap, topic, group, 6)
+    modern = unique("pages-848")  # KIP-848's protocol: listed, described and its lag shown like a classic group
+    consume_and_commit(target.bootstrap, topic, modern, 6, {"group.protocol": "consumer"})
     u, k = target.url, target.kind
 
     goto(page, u + "/")
@@ -202,7 +205,10 @@ def test_every_page_opens(target: SimpleNamespace, page: Any) -> None:
     shot(page, f"messages-{k}")
 
     goto(page, u + "/groups")
-    assert page.locator(f"tr[data-group='{group}']").count() == 1
+    assert page.locator(f"tr[data-group='{group}'] td").all_inner_texts()[1:] == ["classic", "Empty", "0", "0"]
+    assert page.locator(f"tr[data-group='{modern}'] td").all_inner_texts()[1:] == ["consumer", "Empty", "0", "0"]
+    goto(page, u + f"/groups/view?id={modern}")
+    assert page.inner_text("#total-lag") == "0" and page.inner_text("#group-state") == "Empty"
     goto(page, u + f"/groups/view?id={group}")
     assert page.inner_text("#total-lag") == "0"
     assert page.locator("#offsets tbody tr", has_text=topic).count() == 1
@@ -421,7 +427,8 @@ def test_transactions_and_aborting_an_open_one(target: SimpleNamespace, page: An
     row = page.locator("#open-transactions tbody tr", has_text=f"{topic}-0")
     assert "ongoing" in row.inner_text()
     shot(page, f"transactions-{target.kind}")
-    row.locator("button").click()
+    with page.expect_navigation():
+        row.locator("button").click()
     assert f"transaction on {topic}-0" in ok_flash(page)
 
     admin = AdminClient({"bootstrap.servers": target.bootstrap})
@@ -443,6 +450,7 @@ def test_sasl_login_acts_as_its_principal(browser: Any, kind: str) -> None:
             console = ConsoleProcess(t.sasl, "--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", "PLAIN")
             context = browser.new_context()
             pg = context.new_page()
+            pg.on("dialog", lambda d: d.accept())
             try:
                 goto(pg, console.url + "/topics")
                 assert pg.url.startswith(console.url + "/login")
@@ -462,6 +470,13 @@ def test_sasl_login_acts_as_its_principal(browser: Any, kind: str) -> None:
                 shot(pg, f"acl-refused-{kind}")
                 goto(pg, console.url + "/users", 403)
                 assert "CLUSTER_AUTHORIZATION_FAILED" in pg.inner_text("#error")
+                # the command line too: librdkafka aborted the process on this refusal, kafka-python reports it
+                bob = ["-b", t.sasl, "--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", "PLAIN",
+                       "--sasl-username", "bob", "--sasl-password", "bob-secret"]  # fmt: skip
+                for args in (["users", "list"], ["users", "list", "carol"], ["users", "delete", "carol"]):
+                    r = subprocess.run([sys.executable, "-m", "logbroker", *args, *bob], capture_output=True,
+                                       text=True, timeout=120)  # fmt: skip
+                    assert r.returncode == 1 and "CLUSTER_AUTHORIZATION_FAILED" in r.stderr, (args, r)
 
                 pg.click("header button.link")  # log out, in as the super user
                 pg.fill("#login input[name=user]", "alice")
@@ -478,6 +493,21 @@ def test_sasl_login_acts_as_its_principal(browser: Any, kind: str) -> None:
                 pg.click("#add-acl button")
                 assert "added ALLOW CREATE" in ok_flash(pg)
                 assert pg.locator("#acls tbody tr", has_text="User:bob").count() == 1
+                with pg.expect_navigation():
+                    pg.locator("#acls tbody tr", has_text="User:bob").locator("button").click()
+                assert "deleted 1 ACL(s)" in ok_flash(pg)
+                assert pg.locator("#acls tbody tr", has_text="User:bob").count() == 0
+                goto(pg, console.url + "/users")
+                pg.fill("#add-user input[name=user]", "carol")
+                pg.fill("#add-user input[name=password]", "carol-secret")
+                pg.click("#add-user button")
+                assert "user carol: SCRAM-SHA-512 credentials set" in ok_flash(pg)
+                assert pg.locator("#users tbody tr", has_text="carol").inner_text().split()[:3] == [
+                    "carol", "SCRAM-SHA-512", "8192"]  # fmt: skip
+                with pg.expect_navigation():
+                    pg.locator("#users tbody tr", has_text="carol").locator("button").click()
+                assert "deleted SCRAM-SHA-512 credentials of carol" in ok_flash(pg)
+                assert pg.locator("#users tbody tr", has_text="carol").count() == 0
             finally:
                 context.close()
                 console.stop()
@@ -511,6 +541,22 @@ def test_forged_forms_are_refused(target: SimpleNamespace) -> None:
     with urllib.request.urlopen(target.url + "/topics") as resp:  # nothing was created
         assert name not in resp.read().decode()
     assert post(f"name={name}&partitions=1&csrf={token}", Origin=target.url) == 200  # followed to the topic
+
+
+def test_charts_from_another_logbrokers_metrics(target: SimpleNamespace, page: Any) -> None:
+    """`logbroker console --metrics-url`: a broker elsewhere charted from its /metrics, requests and fsync too."""
+    if target.kind != "logbroker":
+        pytest.skip("a logbroker's /metrics")
+    console = ConsoleProcess(target.bootstrap, "--metrics-url", target.metrics)
+    try:
+        goto(page, console.url + "/")
+        assert "metrics from " + target.metrics in page.inner_text("footer")
+        produce(target.bootstrap, create_topic(target.bootstrap, unique("scraped")), ["x" * 1000] * 200)
+        page.wait_for_selector("#chart-requests polyline", state="attached", timeout=20_000)
+        page.wait_for_selector("#chart-fsync polyline", state="attached", timeout=20_000)
+        eventually(lambda: assert_equal(page.locator("#charts svg.chart").count(), 5), timeout=20)
+    finally:
+        console.stop()
 
 
 def test_tls_and_the_warning_off_loopback(tmp_path: Path, broker: BrokerProcess) -> None:

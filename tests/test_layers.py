@@ -257,7 +257,8 @@ def test_handlers_see_the_broker_context_only() -> None:
 # its admin path for the two calls confluent-kafka lacks (OffsetDelete, DescribeLogDirs).
 KAFKA_PYTHON_CLIENTS = {
     "logbroker.cli.wire_admin": {"kafka", "kafka.TopicPartition", "kafka.admin", "kafka.errors",
-                                 "kafka.admin.KafkaAdminClient", "kafka.errors.KafkaError"},
+                                 "kafka.admin.KafkaAdminClient", "kafka.errors.KafkaError", "kafka.protocol.admin",
+                                 "kafka.protocol.admin.DescribeUserScramCredentialsRequest"},
     # the console's calls librdkafka lacks (log dirs, transactions, producers, every group type, SCRAM listing)
     "logbroker.console.cluster": {"kafka", "kafka.TopicPartition", "kafka.admin", "kafka.errors",
                                   "kafka.admin.KafkaAdminClient", "kafka.errors.KafkaError",

@@ -34,10 +34,6 @@ def _mechanism(name: str) -> Any:
     return getattr(ScramMechanism, name.replace("-", "_"))
 
 
-def _name(mechanism: Any) -> str:
-    return str(getattr(mechanism, "name", mechanism)).replace("_", "-")
-
-
 def _mechanisms(help: str) -> Any:
     return click.option("-m", "--mechanism", "mechanisms", type=click.Choice(MECHANISMS), multiple=True, help=help)
 
@@ -92,17 +88,19 @@ def users_list(bootstrap: str, security: KafkaSettings | None, names: tuple[str,
     """
     from rich.table import Table
 
-    what = "describe SCRAM users"
-    with admin(bootstrap, security) as a:
-        if names:
-            futures = a.call(a.client.describe_user_scram_credentials, list(dict.fromkeys(names)), what=what)
-            found = {user: a.result(fut, f"describe user {user}") for user, fut in futures.items()}
-        else:
-            found = a.result(a.call(a.client.describe_user_scram_credentials, what=what), what)
+    from logbroker.cli.wire_admin import scram_users, wire_admin
+
+    with admin(bootstrap, security):
+        pass  # the connection and the login proven, or one line on why not
+    with wire_admin(bootstrap, security) as w:
+        found = scram_users(w, list(dict.fromkeys(names)) if names else None)
+    for user in names:
+        if (error := found.get(user, (None, []))[0]) is not None:
+            raise click.ClickException(f"describe user {user}: {error}")
     rows = [
-        {"user": user, "mechanism": _name(info.mechanism), "iterations": info.iterations}
+        {"user": user, "mechanism": mechanism, "iterations": iterations}
         for user in sorted(found)
-        for info in sorted(found[user].scram_credential_infos, key=lambda i: _name(i.mechanism))
+        for mechanism, iterations in found[user][1]
     ]
     if as_json:
         echo_json(rows)
@@ -122,12 +120,16 @@ def users_delete(bootstrap: str, security: KafkaSettings | None, name: str, mech
     """Delete NAME's credentials."""
     from confluent_kafka.admin import UserScramCredentialDeletion
 
+    from logbroker.cli.wire_admin import scram_users, wire_admin
+
     with admin(bootstrap, security) as a:
         chosen = list(dict.fromkeys(mechanisms))
         if not chosen:
-            futures = a.call(a.client.describe_user_scram_credentials, [name], what=f"describe user {name}")
-            desc = a.result(futures[name], f"describe user {name}")
-            chosen = [_name(i.mechanism) for i in desc.scram_credential_infos]
+            with wire_admin(bootstrap, security) as w:
+                error, infos = scram_users(w, [name]).get(name, (None, []))
+            if error is not None:
+                raise click.ClickException(f"describe user {name}: {error}")
+            chosen = [mechanism for mechanism, _ in infos]
         failed = []
         for mech in chosen:
             gone = UserScramCredentialDeletion(name, _mechanism(mech))

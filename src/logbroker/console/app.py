@@ -415,11 +415,12 @@ def build_app(options: ConsoleOptions) -> Starlette:
                                                       "operation", "permission")}  # fmt: skip
         if ":" not in row["principal"]:
             raise ConsoleError(f"a principal is TYPE:NAME (User:alice), not {row['principal']!r}")
+        shown = f"{row['resource_type']} {row['name']}".strip()
         if row["resource_type"] == "CLUSTER":
             row["resource_type"], row["name"] = "BROKER", "kafka-cluster"
+            shown = "CLUSTER"
         c.add_acl(row)
-        return done(s, f"added {row['permission']} {row['operation']} on {row['resource_type']} {row['name']} "
-                       f"for {row['principal']}", "/acls")  # fmt: skip
+        return done(s, f"added {row['permission']} {row['operation']} on {shown} for {row['principal']}", "/acls")
 
     def acl_delete(request: Request, s: Session, c: Cluster, form: dict[str, str]) -> Any:
         row = {k: form.get(k, "") for k in ("resource_type", "name", "pattern_type", "principal", "host",

@@ -592,22 +592,12 @@ class Cluster:
             return sum(len(self.admin.result(fut, "delete ACL")) for fut in futures.values())
 
     def users(self) -> list[dict[str, Any]]:
-        """DescribeUserScramCredentials through kafka-python: librdkafka 2.x frees a bad pointer and aborts the
-        process when the answer is a refusal (CLUSTER_AUTHORIZATION_FAILED, seen on logbroker and Kafka). One
-        user is asked for first: a refused listing of every user is never answered by Kafka (its connection is
-        dropped), while a refused named one is answered CLUSTER_AUTHORIZATION_FAILED."""
-        self.wire(lambda w: w.describe_user_scram_credentials(["logbroker-console-probe"]))
-        found = self.wire(lambda w: w.describe_user_scram_credentials())
-        rows = []
-        for user in sorted(found):
-            entry = found[user]
-            if entry.get("error"):
-                raise ConsoleError(f"describe user {user}: {entry['error']}")
-            for info in entry.get("credential_infos") or ():
-                mech = info["mechanism"]
-                name = getattr(mech, "name", str(mech)).replace("_", "-")
-                rows.append({"user": user, "mechanism": name, "iterations": info["iterations"]})
-        return rows
+        """Every SCRAM user (`cli.wire_admin.scram_users`: not through librdkafka, which aborts on a refusal)."""
+        from logbroker.cli.wire_admin import scram_users
+
+        found = self.wire(lambda w: scram_users(w, None))
+        return [{"user": user, "mechanism": mechanism, "iterations": iterations}
+                for user in sorted(found) for mechanism, iterations in found[user][1]]  # fmt: skip
 
     def add_user(self, name: str, password: str, mechanism: str, iterations: int) -> None:
         from confluent_kafka.admin import ScramCredentialInfo, UserScramCredentialUpsertion
