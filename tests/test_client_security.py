@@ -327,6 +327,7 @@ def test_bench_on_a_secured_cluster(secured: Secured, certs: Path, tmp_path: Pat
 # ----------------------------------------------------------------------------- the faces
 
 
+@pytest.mark.kafka_side_in_full_tier  # the Kafka run: 19-22 s, in --full (CI budget)
 def test_mq_with_scram_over_tls_and_with_mutual_tls(secured: Secured, certs: Path) -> None:
     from logbroker.mq import Client, InitialPosition, MQConfig, MQError
 

@@ -342,6 +342,7 @@ def test_the_coordinators_topics_carry_kafkas_overrides(target: str) -> None:
     assert_equal(overrides("__transaction_state"), expected_txn)
 
 
+@pytest.mark.kafka_side_in_full_tier  # the Kafka run: 19-22 s, in --full (CI budget)
 def test_changes_apply_to_the_running_logs(target: str) -> None:
     """A lower max.message.bytes refuses the next large batch; a lower retention.ms deletes old segments."""
     topic = create_topic(target, unique("live"), config={"segment.ms": "100"})

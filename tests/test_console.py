@@ -219,7 +219,7 @@ def test_every_page_opens(target: SimpleNamespace, page: Any) -> None:
         assert page.locator(".flash.error").count() == 0, page.content()[:2000]
     goto(page, u + "/acls")  # neither broker here has an authorizer: said so, not an error
     assert "SECURITY_DISABLED" in page.inner_text("#no-authorizer")
-    goto(page, u + "/topics/no-such-topic-here", 400)
+    goto(page, u + "/topics/no-such-topic-here", 404)
     assert "UNKNOWN_TOPIC" in page.inner_text("#error")
 
 

@@ -390,6 +390,7 @@ def test_consume_transform_produce_is_exactly_once_across_kill_9(target: Target)
         c.close()
 
 
+@pytest.mark.kafka_side_in_full_tier  # the Kafka run: 19-22 s, in --full (CI budget)
 def test_a_killed_workers_partitions_are_taken_over_exactly_once(target: Target) -> None:
     """Two workers share the group with their own transactional ids (KIP-447); one is killed -9 mid-batch. The
     survivor gets its partitions once the session expires, and reads their committed offsets only after the dead

@@ -40,6 +40,7 @@ log = logging.getLogger("logbroker.console")
 HERE = Path(__file__).parent
 COOKIE = "logbroker_console"
 IDLE_SESSION = 30 * 60.0
+MAX_SESSIONS = 10_000  # past it the least recently seen goes: a client that never keeps its cookie costs no memory
 MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN")
 STRATEGIES = ("earliest", "latest", "datetime", "offset", "shift")
 
@@ -111,6 +112,8 @@ class Console:
             if s is not None:
                 s.seen = now
                 return s, False
+            if len(self.sessions) >= MAX_SESSIONS:
+                self._drop(min(self.sessions.values(), key=lambda x: x.seen))
             s = Session(secrets.token_urlsafe(32), secrets.token_urlsafe(32))
             self.sessions[s.sid] = s
             return s, True

@@ -315,7 +315,13 @@ class Cluster:
         with refusals():
             futures = self.admin.call(self.admin.client.describe_topics, TopicCollection([name]),
                                       what=f"describe topic {name}")  # fmt: skip
-            desc = self.admin.result(futures[name], f"topic {name}")
+            try:
+                desc = self.admin.result(futures[name], f"topic {name}")
+            except click.ClickException as exc:
+                text = exc.format_message()
+                if "UNKNOWN_TOPIC" in text:
+                    raise ConsoleError(text, 404) from None
+                raise
             tps = [(name, p.id) for p in desc.partitions]
             starts = _offsets(self.admin, tps, OffsetSpec.earliest(), strict=False)
             ends = _offsets(self.admin, tps, OffsetSpec.latest(), strict=False)
