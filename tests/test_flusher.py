@@ -112,3 +112,46 @@ def test_a_descriptor_a_round_synced_closes_without_syncing_again(tmp_path: Path
         b.close()
 
     asyncio.run(main())
+
+
+def test_a_deferred_write_is_synced_within_the_delay_or_by_an_earlier_round(tmp_path: Path) -> None:
+    """`defer` (offset commits under offsets_commit_sync=shared): nothing waits, yet the write is synced by a
+    round of its own within the delay when nothing else syncs, or by the next round another commit runs."""
+
+    async def main() -> None:
+        flusher = Flusher(FsyncPolicy.ALWAYS, 0, solo=lambda: False)
+        flusher.start()
+        [plog] = _logs(tmp_path, 1)
+        _write(plog, flusher)
+        flusher.defer(0.2)
+        flusher.defer(0.2)  # one round promised, not two
+        assert plog.unsynced
+        await asyncio.sleep(0.1)
+        assert plog.unsynced and flusher.rounds == 0  # not before the delay
+        await asyncio.sleep(0.3)
+        assert not plog.unsynced and flusher.rounds == 1
+        _write(plog, flusher)
+        flusher.defer(5.0)
+        _write(plog, flusher)
+        await flusher.commit()  # a produce's round covers the deferred write long before its delay
+        assert not plog.unsynced and flusher.rounds == 2
+        _write(plog, flusher)
+        flusher.defer(5.0)
+        await flusher.close()  # and a clean shutdown syncs it
+        assert not plog.unsynced
+        plog.close()
+
+    asyncio.run(main())
+
+
+def test_defer_is_free_under_the_other_policies(tmp_path: Path) -> None:
+    async def main() -> None:
+        for policy in (FsyncPolicy.INTERVAL, FsyncPolicy.NEVER):
+            flusher = Flusher(policy, 60_000)
+            flusher.start()
+            flusher.defer(0.01)
+            await asyncio.sleep(0.05)
+            assert flusher.rounds == 0
+            await flusher.close()
+
+    asyncio.run(main())

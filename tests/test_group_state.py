@@ -64,6 +64,10 @@ class Seams:
         if self.store is not None:
             self.store.log.sync()
 
+    def defer(self, delay: float) -> None:
+        if self.store is not None:
+            self.store.log.sync()  # at once: these tests read the store back as a restart would
+
     def table(self) -> dict[str, tuple[str, int]]:
         return self.topics
 

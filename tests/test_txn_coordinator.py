@@ -42,6 +42,10 @@ class Node:
         self.plog.sync()
         self.store.log.sync()
 
+    def defer(self, delay: float) -> None:
+        self.plog.sync()
+        self.store.log.sync()
+
     # ProducerIds
     def next_id(self) -> int:
         return next(self._ids)

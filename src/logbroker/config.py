@@ -189,6 +189,16 @@ class BrokerSettings(BaseSettings):
     node_id: int = Field(1, ge=0, description="the broker's id in Metadata answers (Kafka's node.id)")
     fsync: FsyncPolicy = Field(FsyncPolicy.ALWAYS, description="always | interval | never")
     fsync_interval_ms: int = Field(1000, ge=1, description="with fsync=interval")
+    offsets_commit_sync: Literal["shared", "own"] = Field(
+        "shared",
+        description="with fsync=always, how an OffsetCommit is made durable. shared: written to the log before it "
+        "is answered (it survives kill -9), then synced by the next fsync round: a produce's, or one run within "
+        "offsets_commit_sync_delay_ms (Kafka syncs neither). own: answered after its own fsync round, as a "
+        "produce (survives a power cut too)",
+    )
+    offsets_commit_sync_delay_ms: int = Field(
+        100, ge=1, le=10_000, description="with offsets_commit_sync=shared: the longest a commit waits for its sync"
+    )
     auto_create_topics: bool = Field(
         True, description="create a topic on its first Metadata or Produce request naming it"
     )

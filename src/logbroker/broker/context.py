@@ -196,6 +196,8 @@ class BrokerContext:
                 max_session_timeout_ms=s.group_max_session_timeout_ms,
                 offsets_retention_ms=s.offsets_retention_ms or s.offsets_retention_minutes * 60_000,
                 offsets_retention_check_interval_ms=s.offsets_retention_check_interval_ms,
+                offsets_commit_sync=s.offsets_commit_sync,
+                offsets_commit_sync_delay_ms=s.offsets_commit_sync_delay_ms,
                 max_group_size=s.group_max_size,
                 consumer_max_group_size=s.group_consumer_max_size,
                 consumer_session_timeout_ms=s.group_consumer_session_timeout_ms,

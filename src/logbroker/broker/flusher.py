@@ -98,6 +98,7 @@ class Flusher:
         self.inline_rounds = 0
         self._solo = solo  # True when no other produce is in progress (None: always use the thread)
         self._running = False  # a round is on the fsync thread
+        self._deferred: asyncio.TimerHandle | None = None  # a round promised to `defer` callers
 
     def start(self) -> None:
         if self.policy is FsyncPolicy.ALWAYS:
@@ -125,6 +126,18 @@ class Flusher:
         self._waiters.append(fut)
         self._wake.set()
         await fut
+
+    def defer(self, delay: float) -> None:
+        """Under `always`, a round within ``delay`` seconds covers everything written so far (any round that
+        starts before then does); the caller does not wait. Other policies sync on their own schedule."""
+        if self.policy is not FsyncPolicy.ALWAYS or self._deferred is not None:
+            return
+        self._deferred = asyncio.get_running_loop().call_later(delay, self._deferred_round)
+
+    def _deferred_round(self) -> None:
+        self._deferred = None
+        if self._dirty:
+            self._wake.set()
 
     def _take(self) -> list[Unsynced]:
         targets: list[Unsynced] = []
@@ -201,6 +214,9 @@ class Flusher:
 
     async def close(self) -> None:
         """Final sync of everything outstanding, whatever the policy."""
+        if self._deferred is not None:
+            self._deferred.cancel()
+            self._deferred = None
         if self._task is not None:
             self._task.cancel()
             try:

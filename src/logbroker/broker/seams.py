@@ -55,6 +55,10 @@ class Durability(Protocol):
     async def commit(self) -> None:
         """Return once every write made so far is durable under the policy."""
 
+    def defer(self, delay: float) -> None:
+        """Have every write made so far synced within ``delay`` seconds (by a round that would run anyway,
+        or by one run for it then), without waiting for it."""
+
 
 class TopicDirectory(Protocol):
     """Topics and their partition logs, as coordinators look them up (`topics.Topics` provides it)."""

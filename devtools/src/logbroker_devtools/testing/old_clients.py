@@ -10,9 +10,10 @@ from typing import Any
 
 from logbroker_devtools.bench.native import ToolMissing, go_binary
 
-__all__ = ["ToolMissing", "sarama_round_trip"]
+__all__ = ["ToolMissing", "kafkago_commits", "sarama_round_trip"]
 
 SARAMA_SRC = Path(__file__).with_name("sarama")
+KAFKAGO_SRC = Path(__file__).with_name("kafkago")
 
 
 def sarama_round_trip(bootstrap: str, version: str, topic: str, group: str, n: int = 1000,
@@ -31,4 +32,19 @@ def sarama_round_trip(bootstrap: str, version: str, topic: str, group: str, n: i
     report: dict[str, Any] = json.loads(lines[-1]) if lines else {"error": proc.stderr[-2000:]}
     if proc.returncode != 0 or report.get("error"):
         raise AssertionError(f"sarama {version}: {report.get('error') or proc.stderr[-2000:]}")
+    return report
+
+
+def kafkago_commits(bootstrap: str, topic: str, group: str, n: int, timeout: float = 300.0) -> dict[str, Any]:
+    """kafka-go (`kafkago/main.go`): a Writer produces ``n`` records to the one-partition ``topic``, then a
+    Reader in ``group`` fetches them and calls CommitMessages after each, synchronously: its JSON report
+    (records, produce_seconds, commit_seconds, committed). AssertionError with kafka-go's error on failure."""
+    binary = go_binary(KAFKAGO_SRC, "lbkafkago", "the kafka-go client")
+    proc = subprocess.run([str(binary), "-brokers", bootstrap, "-topic", topic, "-group", group, "-n", str(n),
+                           "-timeout", f"{int(timeout)}s"], capture_output=True, text=True, timeout=timeout + 60,
+                          check=False)  # fmt: skip
+    lines = proc.stdout.strip().splitlines()
+    report: dict[str, Any] = json.loads(lines[-1]) if lines else {"error": proc.stderr[-2000:]}
+    if proc.returncode != 0 or report.get("error"):
+        raise AssertionError(f"kafka-go: {report.get('error') or proc.stderr[-2000:]}")
     return report

@@ -450,12 +450,21 @@ class Coordinator:
         return E.NONE
 
     async def commit(self, group_id: str, committed: dict[TopicPartition, Committed]) -> None:
-        """Store offsets (creating a memberless "simple" classic group if need be); returns once durable."""
+        """Store offsets (creating a memberless "simple" classic group if need be); returns once durable as
+        `offsets_commit_sync` says: written to the log (kill -9 keeps it) and synced within the delay by a
+        shared round, or synced by its own round. A consumer committing after every record waits for one
+        round trip, not one fdatasync too (kafka-go's Reader sends each commit alone and waits: measured
+        5.0 s for 10,000 with its own sync, 2.9 s without, Kafka 4.5 s)."""
         g = self._groups.get(group_id)
         if g is None:
             g = self._groups[group_id] = ClassicGroup(group_id, empty_since_ms=now_ms())
             log.info("group %s: created by an offset commit (no members)", for_log(group_id))
-        await self._persist(offsets.commit(g, committed))
+        items = offsets.commit(g, committed)
+        if self.config.offsets_commit_sync != "shared" or not items:
+            await self._persist(items)
+            return
+        self.store.append(items)
+        self._durability.defer(self.config.offsets_commit_sync_delay_ms / 1000)
 
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None) -> dict[TopicPartition, Committed]:
         """Committed offsets only: pending transactional ones are not visible."""

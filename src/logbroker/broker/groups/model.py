@@ -96,6 +96,10 @@ class CoordinatorConfig:
     max_session_timeout_ms: int = 1_800_000
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     offsets_retention_check_interval_ms: int = 600_000
+    # OffsetCommit's durability under fsync=always: "shared" (written before the answer, synced within the
+    # delay by a round that would run anyway or one run then) or "own" (answered after its own round)
+    offsets_commit_sync: str = "shared"
+    offsets_commit_sync_delay_ms: int = 100
     consumer_migration_policy: str = "bidirectional"  # group.consumer.migration.policy
     offset_metadata_max_bytes: int = 4096
     max_group_size: int = UNBOUNDED  # classic groups (group.max.size)
