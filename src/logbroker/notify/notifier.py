@@ -66,6 +66,8 @@ class _Sender:
         self._producer: Producer | None = None
         self._lock = threading.Lock()
         self._failed: list[KafkaError] = []
+        self._report = self._on_delivery  # one bound method for every send, not one allocated per send
+        self._unpolled = 0
 
     def _ensure(self) -> Producer:
         if self._producer is None:
@@ -100,8 +102,14 @@ class _Sender:
         producer = self._ensure()
         if not confirm:
             self.raise_failures()
-            _kafka.produce(producer, topic, wait=self.options.send_timeout, value=value, on_delivery=self._on_delivery)
-            producer.poll(0)
+            try:  # straight to librdkafka; the wrapper (which waits while the queue is full) only when it is
+                producer.produce(topic, value, on_delivery=self._report)
+            except BufferError:
+                _kafka.produce(producer, topic, wait=self.options.send_timeout, value=value, on_delivery=self._report)
+            self._unpolled += 1
+            if self._unpolled >= 64:  # failures are reported by poll: often enough, not on every send
+                self._unpolled = 0
+                producer.poll(0)
             return
         done = threading.Event()
         result: list[KafkaError | None] = []
@@ -168,6 +176,7 @@ class Notifier:
         self.clock = clock or _utcnow
         self.publisher_id = publisher_id
         self.topics = list(topics)
+        self._names: dict[str, list[str]] = {}
         self.retry = retry
         self.confirm = confirm
         self._sender = _Sender(self.transport, self.transport.options, confirm)
@@ -192,8 +201,11 @@ class Notifier:
             "timestamp": format_timestamp(self.clock()),
         }
         value = encode(ctxt, message)
-        for topic in self.topics:
-            self._sender.send(self.transport.topic(topic, priority), value, self.retry)
+        names = self._names.get(priority)
+        if names is None:  # the topics of a priority, named once (`prepare`'s clones share them)
+            names = self._names[priority] = [self.transport.topic(t, priority) for t in self.topics]
+        for name in names:
+            self._sender.send(name, value, self.retry)
 
     def audit(self, ctxt: Mapping[str, Any] | None, event_type: str, payload: Any) -> None:
         self._notify(ctxt, event_type, payload, "audit")
