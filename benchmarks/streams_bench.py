@@ -31,7 +31,8 @@ from logbroker.streams import SequenceToken, StreamProvider
 IN_FLIGHT = 2000  # concurrent publish() calls
 
 
-async def one_case(bootstrap: str, streams: int, events: int, idle_timeout: float | None = None) -> dict[str, Any]:
+async def one_case(bootstrap: str, streams: int, events: int, idle_timeout: float | None = None,
+                   batch: int = 1) -> dict[str, Any]:  # fmt: skip
     cfg = {"bootstrap": bootstrap, "topic": f"bench-{uuid.uuid4().hex[:8]}", "consumer_group": uuid.uuid4().hex,
            "num_queues": 4, "init_with_last_offset": False, "cache_timespan": 1.0, "metrics_port": 0}  # fmt: skip
     if idle_timeout is not None:
@@ -52,20 +53,23 @@ async def one_case(bootstrap: str, streams: int, events: int, idle_timeout: floa
         p.implicit("bench", factory)
         await p.wait_assigned(4)
         handles = [p.stream("bench", f"s{i}") for i in range(streams)]
-        todo = iter(range(events))
+        todo = iter(range(events // batch))
 
         async def publisher() -> None:  # a fixed pool: a semaphore with 20,000 waiters costs O(n^2) in 3.11
             for i in todo:
-                await handles[i % streams].publish({"i": i})
+                if batch > 1:  # the batch path: `batch` events of one stream in one publish, one record
+                    await handles[i % streams].publish([{"i": i, "j": j} for j in range(batch)], batch=True)
+                else:
+                    await handles[i % streams].publish({"i": i})
 
         start, cpu = time.perf_counter(), time.process_time()
-        await asyncio.gather(*(publisher() for _ in range(IN_FLIGHT)))
+        await asyncio.gather(*(publisher() for _ in range(max(1, IN_FLIGHT // batch))))
         published = time.perf_counter() - start
         await asyncio.wait_for(done.wait(), 300)
         total = time.perf_counter() - start
         cpu = time.process_time() - cpu
         result: dict[str, Any] = {
-            "streams": streams, "events": events, "published_per_s": round(events / published),
+            "streams": streams, "events": events, "batch": batch, "published_per_s": round(events / published),
             "delivered_per_s": round(events / total), "cpu_us_per_event": round(cpu / events * 1e6, 1),
         }  # fmt: skip
         if idle_timeout:
@@ -76,8 +80,8 @@ async def one_case(bootstrap: str, streams: int, events: int, idle_timeout: floa
     return result
 
 
-async def run_all(bootstrap: str, events: int, idle_timeout: float | None) -> list[dict[str, Any]]:
-    return [await one_case(bootstrap, n, events, idle_timeout) for n in (1, 100, 10_000)]
+async def run_all(bootstrap: str, events: int, idle_timeout: float | None, batch: int = 1) -> list[dict[str, Any]]:
+    return [await one_case(bootstrap, n, events, idle_timeout, batch) for n in (1, 100, 10_000)]
 
 
 def main() -> None:
@@ -87,6 +91,7 @@ def main() -> None:
     ap.add_argument("--kafka", action="store_true", help="start Apache Kafka (needs java and .ci/fetch-jars)")
     ap.add_argument("--json", type=Path, help="also write the results here")
     ap.add_argument("--idle-timeout", type=float, help="implicit_idle_timeout; also time the retirement")
+    ap.add_argument("--batch", type=int, default=1, help="events per publish(batch=True) (default 1: one each)")
     args = ap.parse_args()
     with contextlib.ExitStack() as stack:
         bootstrap = args.bootstrap
@@ -98,7 +103,7 @@ def main() -> None:
         if bootstrap is None:
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="streams-bench-"))
             bootstrap = stack.enter_context(EmbeddedBroker(Path(tmp) / "data")).bootstrap
-        results = asyncio.run(run_all(bootstrap, args.events, args.idle_timeout))
+        results = asyncio.run(run_all(bootstrap, args.events, args.idle_timeout, args.batch))
     retire = bool(args.idle_timeout)
     print(f"{'streams':>8} {'events':>8} {'published/s':>12} {'delivered/s':>12} {'cpu us/event':>13}"
           + (f" {'retire s':>9}" if retire else ""))  # fmt: skip
