@@ -28,7 +28,7 @@ from typing import Any
 from logbroker.embedded import EmbeddedBroker
 from logbroker.streams import SequenceToken, StreamProvider
 
-IN_FLIGHT = 2000  # concurrent publish() calls
+IN_FLIGHT = 2000  # concurrent events in flight (--in-flight)
 
 
 async def one_case(bootstrap: str, streams: int, events: int, idle_timeout: float | None = None,
@@ -80,8 +80,53 @@ async def one_case(bootstrap: str, streams: int, events: int, idle_timeout: floa
     return result
 
 
+def raw(bootstrap: str, events: int) -> dict[str, Any]:
+    """Raw confluent-kafka, the ratio's baseline: each event a record of ~100 bytes produced (delivery callback
+    per record) and read back by a consumer (the value touched), 4 partitions as the provider's topic."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = f"raw-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: the future needs its handle alive
+    admin.create_topics([NewTopic(topic, 4, 1)])[topic].result()
+    value = json.dumps({"i": 0, "pad": "x" * 80}).encode()
+    acked = 0
+
+    def done(err: Any, _msg: Any) -> None:
+        nonlocal acked
+        acked += err is None
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": topic, "auto.offset.reset": "earliest",
+                  "fetch.queue.backoff.ms": 1})  # fmt: skip
+    c.subscribe([topic])
+    while not c.assignment():
+        c.poll(0.1)
+    start, cpu = time.perf_counter(), time.process_time()
+    for i in range(events):
+        while True:
+            try:
+                p.produce(topic, value, on_delivery=done)
+                break
+            except BufferError:
+                p.poll(0.01)
+        if not i % 1000:
+            p.poll(0)
+    p.flush(60)
+    published = time.perf_counter() - start
+    got = 0
+    while got < events:
+        got += sum(len(m.value() or b"") > 0 for m in c.consume(1000, 1.0) if m.error() is None)
+    total = time.perf_counter() - start
+    cpu = time.process_time() - cpu
+    c.close()
+    return {"streams": "raw", "events": events, "batch": 1, "published_per_s": round(events / published),
+            "delivered_per_s": round(events / total), "cpu_us_per_event": round(cpu / events * 1e6, 1)}  # fmt: skip
+
+
 async def run_all(bootstrap: str, events: int, idle_timeout: float | None, batch: int = 1) -> list[dict[str, Any]]:
-    return [await one_case(bootstrap, n, events, idle_timeout, batch) for n in (1, 100, 10_000)]
+    return [raw(bootstrap, events)] + [await one_case(bootstrap, n, events, idle_timeout, batch)
+                                       for n in (1, 100, 10_000)]  # fmt: skip
 
 
 def main() -> None:
@@ -92,7 +137,10 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="also write the results here")
     ap.add_argument("--idle-timeout", type=float, help="implicit_idle_timeout; also time the retirement")
     ap.add_argument("--batch", type=int, default=1, help="events per publish(batch=True) (default 1: one each)")
+    ap.add_argument("--in-flight", type=int, default=IN_FLIGHT, help="events published and not yet acknowledged")
     args = ap.parse_args()
+    global IN_FLIGHT
+    IN_FLIGHT = args.in_flight
     with contextlib.ExitStack() as stack:
         bootstrap = args.bootstrap
         if bootstrap is None and args.kafka:
@@ -110,7 +158,7 @@ def main() -> None:
     for r in results:
         print(
             f"{r['streams']:>8} {r['events']:>8} {r['published_per_s']:>12} {r['delivered_per_s']:>12} "
-            f"{r['cpu_us_per_event']:>13}" + (f" {r['retire_s']:>9}" if retire else "")
+            f"{r['cpu_us_per_event']:>13}" + (f" {r.get('retire_s', ''):>9}" if retire else "")
         )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
