@@ -130,6 +130,7 @@ async def run_all(bootstrap: str, events: int, idle_timeout: float | None, batch
 
 
 def main() -> None:
+    global IN_FLIGHT
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--events", type=int, default=20_000)
     ap.add_argument("--bootstrap", help="a running broker (default: an embedded one)")
@@ -139,7 +140,6 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=1, help="events per publish(batch=True) (default 1: one each)")
     ap.add_argument("--in-flight", type=int, default=IN_FLIGHT, help="events published and not yet acknowledged")
     args = ap.parse_args()
-    global IN_FLIGHT
     IN_FLIGHT = args.in_flight
     with contextlib.ExitStack() as stack:
         bootstrap = args.bootstrap
