@@ -9,6 +9,7 @@ since the admin clients block.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import logging
@@ -218,10 +219,8 @@ def build_app(options: ConsoleOptions) -> Starlette:
         return endpoint
 
     def render(request: Request, s: Session, template: str, context: dict[str, Any], status: int = 200) -> Response:
-        flash, s.flash = s.flash, []
-        ctx = {"request": request, "session": s, "csrf": s.csrf, "flash": flash, "user": s.user,
-               "needs_login": options.needs_login, "source": console.source, **context}  # fmt: skip
-        return console.templates.TemplateResponse(request, template, ctx, status_code=status)
+        return console.templates.TemplateResponse(request, template, {**_base_context(console, request, s), **context},
+                                                  status_code=status)  # fmt: skip
 
     def done(s: Session, message: str, to: str) -> Response:
         s.flash.append(("ok", message))
@@ -477,7 +476,7 @@ def build_app(options: ConsoleOptions) -> Starlette:
                     return respond(request, s, new, RedirectResponse(nxt, 303))
                 except ConsoleError as exc:
                     error, status = exc.message, exc.status
-                    await _sleep(0.5)  # a guessing browser waits
+                    await asyncio.sleep(0.5)  # a guessing browser waits
         return respond(request, s, new, render(request, s, "login.html", {
             "next": nxt, "error": error, "mechanisms": MECHANISMS, "default": default,
             "bootstrap": options.bootstrap}, status))  # fmt: skip
@@ -535,18 +534,16 @@ def build_app(options: ConsoleOptions) -> Starlette:
     return app
 
 
-async def _sleep(seconds: float) -> None:
-    import asyncio
-
-    await asyncio.sleep(seconds)
+def _base_context(console: Console, request: Request, s: Session) -> dict[str, Any]:
+    """What every page's template reads (base.html); the session's messages are shown once."""
+    flash, s.flash = s.flash, []
+    return {"request": request, "session": s, "csrf": s.csrf, "flash": flash, "user": s.user,
+            "needs_login": console.options.needs_login, "source": console.source}  # fmt: skip
 
 
 def _error(console: Console, request: Request, s: Session, exc: ConsoleError) -> Response:
-    flash, s.flash = s.flash, []
-    return console.templates.TemplateResponse(request, "error.html", {
-        "request": request, "session": s, "csrf": s.csrf, "flash": flash, "user": s.user,
-        "needs_login": console.options.needs_login, "error": exc.message, "status": exc.status,
-        "source": console.source}, status_code=exc.status)  # fmt: skip
+    context = {**_base_context(console, request, s), "error": exc.message, "status": exc.status}
+    return console.templates.TemplateResponse(request, "error.html", context, status_code=exc.status)
 
 
 def _same_origin(request: Request) -> bool:

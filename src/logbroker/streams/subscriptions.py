@@ -110,16 +110,7 @@ class Subscription:
                     self._hint = buf.base + i
                     return
                 self._hint = buf.base + i + 1  # before the await: eviction may compact the lists meanwhile
-                # `_deliver` inline: one coroutine fewer per event on the hot path
-                token = buf.tokens[i]
-                try:
-                    await self.handler(buf.events[i], token)
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    log.exception("handler of stream %s failed on %s; continuing", self.sid, token)
-                self.after = token
-                self.delivered += 1
+                await self._deliver(buf.events[i], buf.tokens[i])
                 if agent.paused:  # only a paused cache waits for readers to move on
                     p.housekeep(agent, time.monotonic())
         finally:
