@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
@@ -421,6 +422,49 @@ def test_delta_merge_applies_each_batch_once_and_the_newest_row_wins(spark: Spar
     twice = r"batch 7 holds key \{'k': 'z', 'g': 5\} more than once; give the sink order_by"
     with pytest.raises(PipelineError, match=twice):
         merge_batch(unordered, None)(spark.createDataFrame([("z", 5, 1, 1), ("z", 5, 2, 1)], schema).drop("ts"), 7)
+
+
+def test_delta_merge_skips_files_outside_the_batch_and_compacts(spark: SparkSession, tmp_path: Path) -> None:
+    """With prune the batch's key range joins the merge condition, so a MERGE never opens the files that
+    cannot hold its keys: one of them is moved away while the merges run, and only the unpruned sink
+    fails for it. Deletion vectors mark replaced rows instead of copying their files' other rows;
+    compact_every runs OPTIMIZE."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    from logbroker.spark.pipeline import _QueryId, merge_batch
+    from logbroker.spark.spec import DeltaSink
+
+    query = _QueryId()
+    query.set("query-1")
+    # The table holds the even keys 0-1998; batch b updates the ten even keys from 20b and adds the odd ones.
+    want = {2 * k: 0 for k in range(1000)} | {20 * b + i: b for b in (1, 2, 3) for i in range(20)}
+
+    def merged(**options: Any) -> tuple[str, list[Any]]:
+        path = str(tmp_path / "-".join(f"{k}{v}" for k, v in options.items()))
+        merge = merge_batch(DeltaSink(type="delta", path=path, mode="merge", keys=["k"], **options), query)
+        merge(spark.range(1000).selectExpr("2 * id AS k", "0L AS v").repartitionByRange(4, "k"), 0)
+        files = spark.read.format("delta").load(path).groupBy(F.input_file_name().alias("f")).agg(F.min("k"))
+        last = Path(urlparse(max(files.collect(), key=lambda r: r[1])["f"]).path)  # keys 1500-1998
+        last.rename(last.with_suffix(".away"))
+        try:
+            for b in (1, 2):
+                merge(spark.range(20 * b, 20 * b + 20).selectExpr("id AS k", f"{b}L AS v"), b)
+        finally:
+            last.with_suffix(".away").rename(last)
+        merge(spark.range(60, 80).selectExpr("id AS k", "3L AS v"), 3)  # with every file back (OPTIMIZE reads all)
+        assert {r["k"]: r["v"] for r in spark.read.format("delta").load(path).collect()} == want
+        return path, DeltaTable.forPath(spark, path).history().orderBy("version").collect()
+
+    path, history = merged(deletion_vectors=True, compact_every=3)
+    assert [h["operation"] for h in history] == ["WRITE", "MERGE", "MERGE", "MERGE", "OPTIMIZE"]
+    for h in history[1:4]:
+        assert h["operationMetrics"]["numTargetRowsCopied"] == "0", h  # a vector, not a copy of 240 rows
+        assert int(h["operationMetrics"]["numTargetDeletionVectorsAdded"]) >= 1, h
+    assert DeltaTable.forPath(spark, path).detail().collect()[0]["properties"]["delta.enableDeletionVectors"] == "true"
+
+    with pytest.raises(Exception, match=r"FILE_NOT_EXIST|FileNotFound"):
+        merged(prune=False)  # scans every file, the one moved away too
 
 
 # ------------------------------------------------------------------------------------------ waiting

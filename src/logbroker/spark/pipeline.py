@@ -13,6 +13,7 @@ it is a file stream (new files only, across runs).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
@@ -38,7 +39,7 @@ from logbroker.spark.spec import (
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
     from logbroker._kafka.settings import KafkaSettings
@@ -188,35 +189,82 @@ def merge_batch(sink: DeltaSink, query: _QueryId | None) -> Callable[[DataFrame,
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
-        spark = batch.sparkSession
-        keys = [F.col(f"`{k}`") for k in sink.keys]
         order = _order_columns(sink, batch.columns)
+        rows = batch
         if order:
+            keys = [F.col(f"`{k}`") for k in sink.keys]
             newest = Window.partitionBy(*keys).orderBy(*[F.col(f"`{c}`").desc_nulls_last() for c in order])
             rows = batch.withColumn("_rn", F.row_number().over(newest)).where("_rn = 1").drop("_rn")
-        else:
-            # Checked, not assumed (a MERGE would insert both rows of a new key): the batch is kept for the
-            # MERGE, so its plan (an aggregation's, say) runs once.
-            rows = batch.persist()
-            twice = rows.groupBy(*keys).count().where("count > 1").limit(1).collect()
-            if twice:
-                rows.unpersist()
-                found = {k: twice[0][k] for k in sink.keys}
+        # Kept: the statistics and the MERGE both read it, and its plan (an aggregation's, say) runs once.
+        rows = rows.persist()
+        try:
+            stats = _batch_stats(sink, rows, check_keys=not order)
+            if stats is not None and stats["_dup"] is not None and stats["_dup"] > 1:
+                # Checked, not assumed: a MERGE would insert both rows of a new key.
+                found = stats["_dupkey"].asDict()
                 raise PipelineError(f"delta:{sink.path}: batch {batch_id} holds key {found} more than once; "
                                     "give the sink order_by (which of a key's rows is the newest)")  # fmt: skip
-        try:
-            _write_merge(spark, sink, rows, batch_id, query, order)
+            empty = stats is not None and stats["_n"] == 0
+            on = _merge_condition(sink, rows, stats)
+            _write_merge(batch.sparkSession, sink, rows, batch_id, query, order, on, empty)
         finally:
-            if not order:
-                rows.unpersist()
+            rows.unpersist()
 
     return merge
 
 
+def _ranged_keys(sink: DeltaSink, rows: DataFrame) -> list[str]:
+    """The keys whose batch range can prune files. Floats are left out: NaN sorts above every number."""
+    from pyspark.sql.types import DateType, DecimalType, IntegralType, StringType, TimestampNTZType, TimestampType
+
+    if not sink.prune:
+        return []
+    fields = {f.name: f.dataType for f in rows.schema.fields}
+    kinds = IntegralType | StringType | DateType | TimestampType | TimestampNTZType | DecimalType
+    return [k for k in sink.keys if isinstance(fields.get(k), kinds)]
+
+
+def _batch_stats(sink: DeltaSink, rows: DataFrame, check_keys: bool) -> Any:
+    """One job for what the merge needs to know of a batch: its key count, the most rows any key has (with
+    ``check_keys``) and each ranged key's min, max and non-null count. None when nothing is asked."""
+    from pyspark.sql import functions as F
+
+    ranged = _ranged_keys(sink, rows)
+    if not ranged and not check_keys:
+        return None
+    frame, aggs = rows, [F.count(F.lit(1)).alias("_n")]
+    if check_keys:
+        keys = [F.col(f"`{k}`") for k in sink.keys]
+        frame = rows.groupBy(*keys).agg(F.count(F.lit(1)).alias("_rows"))
+        aggs += [F.max("_rows").alias("_dup"), F.max_by(F.struct(*keys), F.col("_rows")).alias("_dupkey")]
+    else:
+        aggs += [F.lit(None).alias("_dup")]
+    for i, k in enumerate(ranged):
+        col = F.col(f"`{k}`")
+        aggs += [F.min(col).alias(f"_lo{i}"), F.max(col).alias(f"_hi{i}"), F.count(col).alias(f"_c{i}")]
+    return frame.agg(*aggs).collect()[0]
+
+
+def _merge_condition(sink: DeltaSink, rows: DataFrame, stats: Any) -> Column:
+    """Null-safe equality on the keys and, with ``prune``, each ranged key's range in this batch as a
+    target-only conjunct: Delta prunes files with target-only predicates (partition values, min/max
+    statistics), never with the join itself."""
+    from pyspark.sql import functions as F
+
+    on = functools.reduce(lambda a, b: a & b, [F.col(f"t.`{k}`").eqNullSafe(F.col(f"s.`{k}`")) for k in sink.keys])
+    for i, k in enumerate(_ranged_keys(sink, rows) if stats is not None else []):
+        target, present = F.col(f"t.`{k}`"), stats[f"_c{i}"]
+        within = target.between(F.lit(stats[f"_lo{i}"]), F.lit(stats[f"_hi{i}"])) if present else None
+        if present < stats["_n"]:  # the batch has null keys: they match the table's nulls
+            within = target.isNull() if within is None else (within | target.isNull())
+        on = on & within
+    return on
+
+
 def _write_merge(spark: SparkSession, sink: DeltaSink, rows: DataFrame, batch_id: int, query: _QueryId | None,
-                 order: list[str]) -> None:  # fmt: skip
-    """One batch's rows (one per key) into the table: created by the first, merged into after. With an
-    order, a row replaces the table's only if it is not older (a late record does not undo a newer one)."""
+                 order: list[str], on: Column, empty: bool) -> None:  # fmt: skip
+    """One batch's rows (one per key) into the table: created by the first, merged into after. With an order, a row
+    replaces the table's only if it is not older (a late record does not undo a newer one)."""
     from delta.tables import DeltaTable
 
     app = query.get() if query is not None else None
@@ -226,9 +274,12 @@ def _write_merge(spark: SparkSession, sink: DeltaSink, rows: DataFrame, batch_id
             writer = writer.option("txnAppId", app).option("txnVersion", str(batch_id))
         if sink.partition_by:
             writer = writer.partitionBy(*sink.partition_by)
+        if sink.deletion_vectors:  # a "delta." option on the write that creates a table is a table property
+            writer = writer.option("delta.enableDeletionVectors", "true")
         writer.save(sink.path)
         return
-    on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in sink.keys)
+    if empty:  # nothing to merge, and no commit to make
+        return
     if app is not None:  # this query's own session (a clone per query): no other writer sees these
         spark.conf.set("spark.databricks.delta.write.txnAppId", app)
         spark.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
@@ -244,6 +295,9 @@ def _write_merge(spark: SparkSession, sink: DeltaSink, rows: DataFrame, batch_id
         if app is not None:
             spark.conf.unset("spark.databricks.delta.write.txnAppId")
             spark.conf.unset("spark.databricks.delta.write.txnVersion")
+    if sink.compact_every and batch_id > 0 and batch_id % sink.compact_every == 0:
+        # Not tagged: compaction changes no data, so a replayed batch compacting again loses nothing.
+        DeltaTable.forPath(spark, sink.path).optimize().executeCompaction()
 
 
 def _check_delta(spark: SparkSession, spec: PipelineSpec, df: DataFrame) -> None:

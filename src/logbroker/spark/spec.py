@@ -275,6 +275,13 @@ class DeltaSink(_Model):
     `order_by` wins (default: ``timestamp`` then ``offset``, those of them the rows have; with neither,
     a batch holding one key twice is refused). Each MERGE carries Delta's ``txnAppId``/``txnVersion``
     (query id, batch id): a batch whose MERGE committed before a crash is not applied twice.
+
+    A merge rewrites only what it must. With ``prune`` (default) the batch's range of each orderable key
+    column joins the merge condition, so Delta skips files whose statistics or partition values lie outside
+    it. ``deletion_vectors`` creates the table with them: a MERGE marks replaced rows instead of copying
+    the untouched rows of their files, which pays once files are much larger than a batch's changes (off by
+    default: measured slower on tables of a few MB, docs/design.md; readers need Delta 2.3+). Every
+    ``compact_every`` batches the table is compacted (OPTIMIZE: small files and hidden rows rewritten).
     """
 
     type: Literal["delta"]
@@ -283,6 +290,9 @@ class DeltaSink(_Model):
     keys: list[str] = []
     order_by: list[str] = []
     partition_by: list[str] = []
+    deletion_vectors: bool = False
+    prune: bool = True
+    compact_every: Annotated[int, Field(ge=0)] = 0
 
     @model_validator(mode="after")
     def _keys(self) -> DeltaSink:
@@ -290,6 +300,8 @@ class DeltaSink(_Model):
             raise ValueError("@keys: mode merge needs keys (the columns that identify a row)")
         if self.mode == "append" and (self.keys or self.order_by):
             raise ValueError(f"@{'keys' if self.keys else 'order_by'}: applies to mode merge only")
+        if self.mode == "append" and self.compact_every:
+            raise ValueError("@compact_every: applies to mode merge only")
         return self
 
 
