@@ -76,8 +76,10 @@ def main() -> None:
             results[name] = [one_round(bootstrap, args.records) for _ in range(args.rounds)]
     for name, rounds in results.items():
         secs = [r["commit_seconds"] for r in rounds]
-        print(f"{name:<10} commit loop s: {', '.join(f'{s:.2f}' for s in secs)}  best {min(secs):.2f} "
-              f"({args.records / min(secs):,.0f} commits/s)")
+        print(
+            f"{name:<10} commit loop s: {', '.join(f'{s:.2f}' for s in secs)}  best {min(secs):.2f} "
+            f"({args.records / min(secs):,.0f} commits/s)"
+        )
     if "kafka" in results:
         best = {name: min(r["commit_seconds"] for r in rounds) for name, rounds in results.items()}
         ratio = best["kafka"] / best["logbroker"]

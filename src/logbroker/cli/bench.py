@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     help="Comma list: throughput (produce/consume), latency (acks=all), groups (assignment and rebalance times), "
     "transactions (committed transactions/s and their read_committed read-back); on request: native (Kafka's "
     "perf tools and a franz-go generator load the broker: rates with broker CPU per GB and per request), scale "
-    "(memory, readiness and produce rate against partitions and connections).",
+    "(memory, readiness and produce rate against partitions and connections), faces (mq, notify and persistent "
+    "streams, each next to raw confluent-kafka on the same broker).",
 )
 @click.option("--quick", is_flag=True, help="About 10x fewer records; scale curves stop at 1,000.")
 @click.option("--rounds", type=click.IntRange(min=1), default=1, show_default=True,

@@ -40,6 +40,7 @@ from logbroker_devtools.bench.clients import (
 from logbroker_devtools.bench.model import (
     ALL_TARGETS,
     CONSUME_BATCH,
+    DEFAULT_FACES_MESSAGES,
     DEFAULT_GROUP_SAMPLES,
     DEFAULT_LATENCY_SAMPLES,
     DEFAULT_NATIVE_RECORDS_1KB,
@@ -201,6 +202,14 @@ def _run_native_workload(
             for field in ("cpu_s_per_GB", "cpu_us_per_request"):
                 if got.get(field) is not None:
                     metrics[f"native_{key}_{field}"] = got[field]
+    elif workload == "faces":
+        from logbroker_devtools.bench.faces import faces_detail, run_faces
+
+        on_step = step("faces (mq, notify, streams)", 1)
+        got, skipped = run_faces(bootstrap, sizes.faces_messages)
+        metrics.update(got)
+        details = faces_detail(got)
+        on_step(1)
     else:
         details, skipped = run_scale(bootstrap, run_id, sizes, step)
         metrics["scale_startup_s"] = res["startup_s"]
@@ -401,9 +410,10 @@ def run_bench(
             scale_partitions=QUICK_SCALE_PARTITIONS if quick else SCALE_PARTITIONS,
             scale_connections=QUICK_SCALE_CONNECTIONS if quick else SCALE_CONNECTIONS,
             scale_records=DEFAULT_SCALE_RECORDS // div if native_records is None else native_records,
+            faces_messages=DEFAULT_FACES_MESSAGES // (4 if quick else 1),
         )
     # scale first: its idle and per-point memory must not carry what the native workloads left behind
-    native_selected = [w for w in ("scale", "native") if w in selected]
+    native_selected = [w for w in ("scale", "native", "faces") if w in selected]
     rounds = max(1, rounds)
     prof_path = out / "logbroker.prof" if profile else None
     if prof_path is not None and prof_path.exists():

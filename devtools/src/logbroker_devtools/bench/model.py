@@ -18,8 +18,9 @@ READY_TIMEOUT_S = 90.0
 STALL_TIMEOUT_S = 60.0
 MB = 1_000_000  # MB/s means 10^6 payload bytes per second (keys/headers/framing excluded)
 
-WORKLOADS = ("throughput", "latency", "groups", "transactions", "native", "scale")
-DEFAULT_WORKLOADS = ("throughput", "latency", "groups", "transactions")  # native/scale need Java/Go: on request
+WORKLOADS = ("throughput", "latency", "groups", "transactions", "native", "scale", "faces")
+# native/scale need Java/Go, faces takes minutes: on request
+DEFAULT_WORKLOADS = ("throughput", "latency", "groups", "transactions")
 DEFAULT_GROUP_SAMPLES = (7, 5)  # (first-assignment samples, rebalance samples)
 QUICK_GROUP_SAMPLES = (3, 2)
 REBALANCE_MEMBERS = 3  # stable members before the newcomer joins
@@ -43,6 +44,7 @@ SCALE_PARTITIONS = (100, 1_000, 10_000)
 SCALE_CONNECTIONS = (100, 1_000, 5_000)
 QUICK_SCALE_PARTITIONS = (100, 1_000)
 QUICK_SCALE_CONNECTIONS = (100, 1_000)
+DEFAULT_FACES_MESSAGES = 200_000  # messages per face workload (quick: a quarter; fewer measure start-up)
 DEFAULT_SCALE_RECORDS = 200_000  # 1 KB records produced at each point of a curve
 # key -> row label; every one also gets CPU per GB and per request rows.
 NATIVE_WORKLOADS = {
@@ -115,6 +117,11 @@ def _build_metrics() -> tuple[Metric, ...]:
                           "native"))  # fmt: skip
         out.append(Metric(f"native_{key}_cpu_us_per_request", f"{label} broker CPU", "µs/req", "native_detail",
                           False, "native"))  # fmt: skip
+    from logbroker_devtools.bench.faces import FACES_ROWS
+
+    for key, label in FACES_ROWS.items():
+        out.append(Metric(f"faces_{key}_per_s", label, "msg/s", "faces", True, "faces"))
+        out.append(Metric(f"faces_{key}_x_raw", f"{label} / raw confluent-kafka", "x", "faces", True, "faces"))
     out.append(Metric("scale_startup_s", "scale start-up (empty broker)", "s", "scale", False))
     out.append(Metric("scale_idle_rss_MB", "scale RSS idle", "MB", "scale", False))
     for parts in SCALE_PARTITIONS:

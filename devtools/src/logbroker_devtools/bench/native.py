@@ -350,16 +350,17 @@ def lbload(
     on_connected: Callable[[dict[str, Any]], None] | None = None,
     compression: str = "none",
     payload: str = "x",
+    batch_bytes: int = 1_000_000,
 ) -> Sample:
     """The franz-go generator: ``clients`` independent producers (acks=all); ``on_connected`` runs
     once all of them hold their connections, before the timed produce starts. With ``partitions``,
     each partition first takes one untimed record, so a topic still opening its logs is not timed.
     ``compression``: the producers' codec; ``payload``: "x" (one repeated byte) or "text" (log-like
-    values that compress as logs do, the same bytes every run)."""
+    values that compress as logs do, the same bytes every run); ``batch_bytes``: a partition's batch limit."""
     args = [str(loadgen_binary()), "-bootstrap", bootstrap, "-topic", topic, "-clients", str(clients),
             "-records", str(records), "-size", str(size), "-linger-ms", str(linger_ms), "-wait",
             "-partitions", str(partitions), "-max-version", LOADGEN_MAX_VERSION, "-compression", compression,
-            "-payload", payload]  # fmt: skip
+            "-payload", payload, "-batch-bytes", str(batch_bytes)]  # fmt: skip
     if round_robin:
         args.append("-round-robin")
     with (
@@ -438,6 +439,7 @@ class NativeSizes:
     scale_partitions: tuple[int, ...]
     scale_connections: tuple[int, ...]
     scale_records: int
+    faces_messages: int = 100_000
 
 
 CLIENT_CONNECTIONS = 2  # lbload's franz-go clients each hold two: metadata (seed) and produce

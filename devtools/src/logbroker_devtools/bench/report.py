@@ -69,7 +69,7 @@ def versions() -> dict[str, Any]:
 def _fmt(value: float | None, unit: str) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
-    if unit == "records/s":
+    if unit in ("records/s", "msg/s"):
         return f"{value:,.0f}"
     if unit == "MB/s":
         return f"{value:,.1f}"

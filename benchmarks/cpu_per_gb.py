@@ -1,0 +1,209 @@
+"""Broker CPU per GB produced and consumed, for several native load generators and batch shapes, on logbroker
+and Apache Kafka side by side.
+
+    .venv/bin/python benchmarks/cpu_per_gb.py [--mb 500] [--targets logbroker,kafka] [--rounds 1]
+                                              [--generators kcat,perf,franz] [--shapes 1m,64k,16k]
+                                              [--hogs 0] [--json out.json]
+
+Each produce writes --mb MB of 1 KB records (acks=all, no compression) to a fresh one-partition topic:
+
+* kcat: librdkafka 2.0.2 (kcat -P from a file), idempotence off (librdkafka's default);
+* perf: Kafka's ProducerPerformance (the Java client; idempotent by default, as every Java producer since 3.0);
+* franz: the franz-go generator (`lbload`, one client; idempotent, franz-go's default).
+
+Shapes: the producer's batch size and linger: 1m (1,000,000 bytes, 5 ms), 64k (65,536, 5 ms) and 16k (16,384, the Java
+client's default, 5 ms). Consumers read back the kcat 1m topic: kcat -C (librdkafka, its defaults: 1 MB per
+partition and fetch) and ConsumerPerformance (the Java client, its defaults: 1 MB per partition, 50 MB per fetch).
+The broker's CPU (user + system, every process of its tree, from /proc) is read from when the generator holds its
+connection (ProducerPerformance: from when the tool starts, its JVM start-up is a second or two of an idle broker,
+subtracted at the broker's own idle rate, measured first) to when it exits. --hogs N runs N busy loops beside the
+brokers (a busy machine). The one-record-per-request rows are `logbroker bench --workloads native`'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from logbroker_devtools.bench.native import consumer_perf, lbload, producer_perf
+from logbroker_devtools.bench.procstat import BrokerView
+
+SHAPES = {"1m": (1_000_000, 5), "64k": (65_536, 5), "16k": (16_384, 5)}
+SIZE = 1024
+
+
+@contextlib.contextmanager
+def broker(name: str, workdir: Path) -> Iterator[str]:
+    if name == "logbroker":
+        from logbroker_devtools.testing.process import BrokerProcess
+
+        with BrokerProcess(workdir / "logbroker-data", own_session=True) as proc:
+            yield proc.bootstrap
+    else:
+        from logbroker_devtools.testing.peers import KafkaPeer
+
+        with KafkaPeer(heap="1g") as peer:
+            yield peer.bootstrap
+
+
+@contextlib.contextmanager
+def hogs(n: int) -> Iterator[None]:
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def create(bootstrap: str) -> str:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    name = f"cpu-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the result: its handle answers it
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(60)
+    return name
+
+
+def idle_rate(view: BrokerView, seconds: float = 3.0) -> float:
+    c0 = view.cpu()
+    time.sleep(seconds)
+    return (view.cpu() - c0) / seconds
+
+
+def kcat_produce(bootstrap: str, topic: str, records: int, payload: Path, batch: int, linger: int) -> float:
+    args = ["kcat", "-P", "-q", "-b", bootstrap, "-t", topic, "-p", "0", "-l", str(payload), "-X", "acks=all",
+            "-X", f"linger.ms={linger}", "-X", f"batch.size={batch}",
+            "-X", "queue.buffering.max.kbytes=1000000"]  # fmt: skip
+    t0 = time.monotonic()
+    subprocess.run(args, check=True, timeout=900)
+    return time.monotonic() - t0
+
+
+def kcat_consume(bootstrap: str, topic: str, records: int) -> float:
+    t0 = time.monotonic()
+    out = subprocess.run(["kcat", "-C", "-b", bootstrap, "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q",
+                          "-f", "%o\n"], check=True, timeout=900, capture_output=True)  # fmt: skip
+    seconds = time.monotonic() - t0
+    if (got := out.stdout.count(b"\n")) != records:
+        raise RuntimeError(f"kcat read {got} of {records}")
+    return seconds
+
+
+def timed(view: BrokerView, idle: float, run: Callable[[], float]) -> tuple[float, float]:
+    """(broker CPU seconds net of its idle rate, wall seconds) of run()."""
+    c0, t0 = view.cpu(), time.monotonic()
+    run()
+    wall = time.monotonic() - t0
+    return max(view.cpu() - c0 - idle * wall, 0.0), wall
+
+
+def produce(gen: str, boot: str, view: BrokerView, idle: float, topic: str, shape: tuple[int, int], records: int,
+            payload: Path) -> tuple[float, float]:  # fmt: skip
+    """(broker CPU seconds, wall seconds) of one generator's produce of ``records`` to ``topic``."""
+    batch, linger = shape
+    if gen == "kcat":
+        return timed(view, idle, lambda: kcat_produce(boot, topic, records, payload, batch, linger))
+    if gen == "perf":
+        props = ("acks=all", f"batch.size={batch}", f"linger.ms={linger}", "compression.type=none",
+                 "max.request.size=2000000", "buffer.memory=67108864")  # fmt: skip
+        return timed(view, idle, lambda: producer_perf(boot, topic, records, SIZE, props).seconds)
+    marks: dict[str, float] = {}
+
+    def connected(_line: dict[str, Any]) -> None:
+        marks["c0"], marks["t0"] = view.cpu(), time.monotonic()
+
+    lbload(boot, topic, clients=1, records=records, size=SIZE, linger_ms=linger, batch_bytes=batch,
+           on_connected=connected)  # fmt: skip
+    wall = time.monotonic() - marks["t0"]
+    return max(view.cpu() - marks["c0"] - idle * wall, 0.0), wall
+
+
+def one_target(name: str, args: argparse.Namespace, payload: Path, records: int) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    gb = records * SIZE / 1e9
+    with tempfile.TemporaryDirectory(prefix="cpu-per-gb-", dir=args.workdir) as tmp, broker(name, Path(tmp)) as boot:
+        view = BrokerView.find(boot)
+        assert view is not None, "the broker's process was not found"
+        warm = create(boot)  # JIT, caches: not measured
+        lbload(boot, warm, clients=1, records=min(records, 100_000), size=SIZE, partitions=1)
+        idle = idle_rate(view)
+        read_back = None
+        for gen in args.generators:
+            for shape in args.shapes:
+                topic = create(boot)
+                cpu, wall = produce(gen, boot, view, idle, topic, SHAPES[shape], records, payload)
+                if gen == "kcat" and shape == "1m":
+                    read_back = topic
+                rows.append({"target": name, "kind": "produce", "generator": gen, "shape": shape,
+                             "cpu_s_per_gb": round(cpu / gb, 3), "mb_per_s": round(gb * 1e3 / wall, 1)})  # fmt: skip
+                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+        if read_back is not None:
+            topic = read_back
+            for gen in ("kcat", "perf"):
+                if gen == "kcat":
+                    cpu, wall = timed(view, idle, lambda: kcat_consume(boot, topic, records))
+                else:
+                    cpu, wall = timed(view, idle, lambda: consumer_perf(boot, topic, records, SIZE).seconds)
+                rows.append({"target": name, "kind": "consume", "generator": gen, "shape": "defaults",
+                             "cpu_s_per_gb": round(cpu / gb, 3), "mb_per_s": round(gb * 1e3 / wall, 1)})  # fmt: skip
+                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--mb", type=int, default=500, help="MB per produce (1 KB records)")
+    ap.add_argument("--targets", default="logbroker,kafka")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--generators", default="kcat,perf,franz")
+    ap.add_argument("--shapes", default="1m,64k,16k")
+    ap.add_argument("--hogs", type=int, default=0, help="busy loops beside the brokers")
+    ap.add_argument("--workdir", help="where the brokers keep their data (default: the temp dir)")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    args.generators = args.generators.split(",")
+    args.shapes = args.shapes.split(",")
+    records = args.mb * 1_000_000 // SIZE
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp, hogs(args.hogs):
+        payload = Path(tmp) / "payload"
+        with payload.open("wb") as f:
+            line = b"x" * SIZE + b"\n"
+            for done in range(0, records, 10_000):
+                f.write(line * min(10_000, records - done))
+        targets = args.targets.split(",")
+        for r in range(args.rounds):
+            for name in targets if r % 2 == 0 else targets[::-1]:
+                rows += one_target(name, args, payload, records)
+    by: dict[tuple[str, str, str], dict[str, list[float]]] = {}
+    for row in rows:
+        cell = by.setdefault((row["kind"], row["generator"], row["shape"]), {})
+        cell.setdefault(row["target"], []).append(row["cpu_s_per_gb"])
+        cell.setdefault(row["target"] + " MB/s", []).append(row["mb_per_s"])
+    names = args.targets.split(",")
+    print(f"load average at the end: {os.getloadavg()[0]:.2f}; hogs: {args.hogs}; {args.mb} MB per produce")
+    print("| workload | generator | shape | " + " | ".join(f"{n} CPU s/GB · MB/s" for n in names) + " |")
+    print("|---|---|---|" + "---|" * len(names))
+    for (kind, gen, shape), cell in by.items():
+        vals = [f"{statistics.median(cell[n]):.2f} · {statistics.median(cell[n + ' MB/s']):.0f}" if n in cell else "-"
+                for n in names]  # fmt: skip
+        print(f"| {kind} | {gen} | {shape} | " + " | ".join(vals) + " |")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
