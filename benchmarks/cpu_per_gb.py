@@ -3,7 +3,7 @@ and Apache Kafka side by side.
 
     .venv/bin/python benchmarks/cpu_per_gb.py [--mb 500] [--targets logbroker,kafka] [--rounds 1]
                                               [--generators kcat,perf,franz] [--shapes 1m,64k,16k]
-                                              [--hogs 0] [--json out.json]
+                                              [--hogs 0] [--fsync always] [--json out.json]
 
 Each produce writes --mb MB of 1 KB records (acks=all, no compression) to a fresh one-partition topic:
 
@@ -41,6 +41,7 @@ from logbroker_devtools.bench.procstat import BrokerView
 
 SHAPES = {"1m": (1_000_000, 5), "64k": (65_536, 5), "16k": (16_384, 5)}
 SIZE = 1024
+FSYNC = ["always"]  # logbroker's --fsync (set from the command line)
 
 
 @contextlib.contextmanager
@@ -48,7 +49,7 @@ def broker(name: str, workdir: Path) -> Iterator[str]:
     if name == "logbroker":
         from logbroker_devtools.testing.process import BrokerProcess
 
-        with BrokerProcess(workdir / "logbroker-data", own_session=True) as proc:
+        with BrokerProcess(workdir / "logbroker-data", own_session=True, extra_args=["--fsync", FSYNC[0]]) as proc:
             yield proc.bootstrap
     else:
         from logbroker_devtools.testing.peers import KafkaPeer
@@ -172,8 +173,10 @@ def main() -> None:
     ap.add_argument("--shapes", default="1m,64k,16k")
     ap.add_argument("--hogs", type=int, default=0, help="busy loops beside the brokers")
     ap.add_argument("--workdir", help="where the brokers keep their data (default: the temp dir)")
+    ap.add_argument("--fsync", default="always", choices=["always", "interval", "never"], help="logbroker's policy")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    FSYNC[0] = args.fsync
     args.generators = args.generators.split(",")
     args.shapes = args.shapes.split(",")
     records = args.mb * 1_000_000 // SIZE
