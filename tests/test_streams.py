@@ -456,6 +456,63 @@ def test_unsubscribe_and_resume(streams_embedded: Any) -> None:
     run(main())
 
 
+def test_events_decoded_on_delivery_and_records_of_other_writers(streams_embedded: Any) -> None:
+    """A record's events stay encoded in the cache until delivered (its "n" header counts them); records
+    without the header (other writers, older versions) are decoded on arrival; a count that is not a number
+    or that the value cannot hold is not trusted; an undecodable value and the events a count promised but the
+    value lacks are skipped without stalling the stream; a cursor rewound inside the cache decodes again."""
+    from confluent_kafka import Producer
+
+    from logbroker.streams.model import JsonSerializer
+
+    got: list[int] = []
+    again: list[int] = []
+    decoded: list[bytes] = []
+
+    class Counting(JsonSerializer):
+        def loads(self, data: bytes) -> list[Any]:
+            decoded.append(data)
+            return super().loads(data)
+
+    async def main() -> None:
+        cfg = config(streams_embedded.bootstrap, num_queues=1)
+        async with StreamProvider(cfg, serializer=Counting()) as p:
+            await p.wait_assigned(1)
+            quiet = p.stream("w", "nobody listens")
+            for i in range(3):
+                await quiet.publish([i, i], batch=True)
+            await until(lambda: p.agents[0].next_offset == 3, what="three records fetched")
+            assert decoded == []  # cached, not decoded: nobody has read them
+            s = p.stream("w", "one")
+            await s.subscribe(lambda ev, _tok: _append(got, ev))
+            ids = [("ns", b"w"), ("key", b"one")]
+            producer = Producer({"bootstrap.servers": streams_embedded.bootstrap})
+            for headers, value in [
+                (ids, b"[1,2]"),  # no count: decoded when fetched
+                ([*ids, ("n", b"3")], b"[3]"),  # two events promised and missing: skipped
+                ([*ids, ("n", b"2")], b"not json"),  # undecodable: skipped, logged
+                ([*ids, ("n", b"x")], b"[4]"),  # a count that is no number: decoded when fetched
+                ([*ids, ("n", b"1000")], b"[5]"),  # more events than bytes: decoded when fetched
+            ]:
+                producer.produce(cfg["topic"], value, partition=0, headers=headers)
+            assert producer.flush(10) == 0
+            await s.publish([6, 7], batch=True)
+            await s.publish(8)
+            await until(lambda: got == [1, 2, 3, 4, 5, 6, 7, 8], what=f"every event once, got {got}")
+            await s.subscribe(lambda ev, _tok: _append(again, ev), SequenceToken(s.partition, 0, 0))
+            await until(lambda: again == got, what=f"the rewound cursor, got {again}")
+            seen: list[int] = []
+            await quiet.subscribe(lambda ev, _tok: _append(seen, ev), SequenceToken(s.partition, 0, 0))
+            await until(lambda: seen == [0, 0, 1, 1, 2, 2], what=f"the quiet stream from the start, got {seen}")
+            assert decoded.count(b"[0,0]") == 1  # one decode per record and cursor, not per event
+
+    run(main())
+
+
+async def _append(out: list[Any], ev: Any) -> None:
+    out.append(ev)
+
+
 def test_num_queues_must_match_the_topic(streams_backend: str) -> None:
     cfg = config(streams_backend, num_queues=2)
 

@@ -38,11 +38,15 @@ class StreamBuffer:
     and events are parallel lists, not pairs: one object less per cached event for the collector.
     """
 
-    __slots__ = ("base", "events", "head", "tokens")
+    __slots__ = ("base", "events", "head", "raws", "tokens")
 
     def __init__(self) -> None:
         self.tokens: list[SequenceToken] = []
         self.events: list[Any] = []
+        # The message's encoded value, for an event not decoded yet (then ``events`` holds None): events are
+        # decoded as they are delivered, so they die young instead of every full collection walking a
+        # cache of decoded events.
+        self.raws: list[bytes | None] = []
         self.head = 0  # [:head] are evicted
         self.base = 0  # absolute position of index 0
 
@@ -53,11 +57,12 @@ class StreamBuffer:
         """Evict the events of messages at or before ``offset``."""
         tokens, h = self.tokens, self.head
         while h < len(tokens) and tokens[h][1] <= offset:
-            self.events[h] = None  # release the event now, not at the next compaction
+            self.events[h] = self.raws[h] = None  # release the event now, not at the next compaction
             h += 1
         if h > 256 and 2 * h > len(tokens):  # compact now and then: amortised O(1) per event
             del tokens[:h]
             del self.events[:h]
+            del self.raws[:h]
             self.base += h
             h = 0
         self.head = h

@@ -193,8 +193,11 @@ class StreamProvider(ImplicitSubscriptions, PullingAgents):
         def done(err: KafkaError | None, msg: Any) -> None:  # runs in the producer thread, inside poll()
             self._acked.append((pending, err, msg.partition()))
 
+        headers = stream._headers
+        if len(events) != 1:
+            headers = [headers[0], headers[1], ("n", str(len(events)).encode())]
         await _kafka.produce_async(producer, self._topic, value=payload, key=stream._key, partition=stream.partition,
-                                   headers=stream._headers, on_delivery=done)  # fmt: skip
+                                   headers=headers, on_delivery=done)  # fmt: skip
         await fut
 
     def _produce_loop(self) -> None:

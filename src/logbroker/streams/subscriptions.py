@@ -40,6 +40,7 @@ class StreamHost(Protocol):
     ) -> list[tuple[SequenceToken, Any]]: ...
 
     def progress(self, partition: int) -> None: ...
+    def decode(self, raw: bytes) -> list[Any]: ...
 
     async def position(self, partition: int, token: SequenceToken) -> tuple[SequenceToken, SequenceToken | None]: ...
 
@@ -72,6 +73,8 @@ class Subscription:
         self._idle_since = time.monotonic()  # when it last caught up (implicit subscriptions retire on it)
         self._queued = False  # in the provider's idle heap (at most once)
         self._wait: asyncio.Future[None] | None = None  # the previous handler's on_deactivate() of this key
+        self._raw: bytes | None = None  # the message whose events `_decoded` holds (decoded once per cursor)
+        self._decoded: list[Any] | None = None
 
     def _start(self) -> None:
         self.active = True
@@ -108,9 +111,25 @@ class Subscription:
                 i = buf.locate(self.after, self._hint)
                 if i >= len(buf.tokens):
                     self._hint = buf.base + i
+                    self._raw = self._decoded = None  # caught up: hold no decoded events while idle
                     return
                 self._hint = buf.base + i + 1  # before the await: eviction may compact the lists meanwhile
-                await self._deliver(buf.events[i], buf.tokens[i])
+                raw, token = buf.raws[i], buf.tokens[i]
+                if raw is None:
+                    await self._deliver(buf.events[i], token)
+                    continue
+                if raw is not self._raw:
+                    self._raw = raw
+                    try:
+                        self._decoded = p.decode(raw)
+                    except Exception as exc:
+                        self._decoded = None
+                        log.warning("skipping undecodable message at %s/%s: %s", token.partition, token.offset, exc)
+                decoded = self._decoded
+                if decoded is not None and token.index < len(decoded):
+                    await self._deliver(decoded[token.index], token)
+                else:  # undecodable, or fewer events than its header said: the cursor moves past it
+                    self.after = token
                 if agent.paused:  # only a paused cache waits for readers to move on
                     p.housekeep(agent, time.monotonic())
         finally:
@@ -186,7 +205,8 @@ class Stream:
         self.partition = provider.ring.partition(namespace, key)
         # encoded once per stream handle rather than once per publish
         self._key = f"{namespace}/{key}".encode()
-        self._headers = [("ns", namespace.encode()), ("key", key.encode())]
+        # "n": the message's event count, so a reader can cache the events without decoding them
+        self._headers = [("ns", namespace.encode()), ("key", key.encode()), ("n", b"1")]
 
     async def publish(self, events: Any, *, batch: bool = False) -> None:
         """Publish one event, or a list of events as one batch when ``batch=True``; returns when acknowledged."""
