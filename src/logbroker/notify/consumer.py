@@ -26,7 +26,7 @@ AT_MOST_ONCE = "at-most-once"
 AT_LEAST_ONCE = "at-least-once"
 
 
-@dataclass
+@dataclass(slots=True)
 class Incoming:
     """One decoded notification and where it came from (for commits and rewinds)."""
 
@@ -70,17 +70,26 @@ def collect(
     (a share consumer must settle what it handed out before polling again)."""
     out: list[Incoming] = []
     options = source.options
-    wait = options.kafka_consumer_timeout if timeout is None else timeout
-    deadline = time.monotonic() + wait
+    deadline: float | None = None
     batch_deadline: float | None = None
     while True:
-        while source._pending and len(out) < batch_size:
-            out.append(source._pending.popleft())
+        pending = source._pending  # re-read: a rebalance or requeue replaces it
+        want = batch_size - len(out)
+        if want > 0 and pending:
+            if want == 1:
+                out.append(pending.popleft())
+            elif want >= len(pending):
+                out.extend(pending)
+                pending.clear()
+            else:
+                out.extend([pending.popleft() for _ in range(want)])
         if len(out) >= batch_size or source._stopped or (out and not batch_timeout):
             break
         if out and not poll_with_some:
             break
         now = time.monotonic()
+        if deadline is None:
+            deadline = now + (options.kafka_consumer_timeout if timeout is None else timeout)
         if out and batch_deadline is None:
             batch_deadline = now + (batch_timeout or 0.0)
         left = (batch_deadline if batch_deadline is not None else deadline) - now
@@ -230,11 +239,12 @@ class NotificationConsumer:
             except KafkaException as exc:
                 if exc.args[0].code() != KafkaError._NO_OFFSET:
                     LOG.warning("commit failed: %s", exc)
+        decoded: list[Incoming] = []
+        add = decoded.append
         for m in msgs:
-            err = m.error()
-            if err is not None:
-                if err.code() != KafkaError._PARTITION_EOF:
-                    LOG.warning("consumer error: %s", err)
+            if m.error() is not None:
+                if m.error().code() != KafkaError._PARTITION_EOF:
+                    LOG.warning("consumer error: %s", m.error())
                 continue
             try:
                 ctxt, message = decode(m.value() or b"")
@@ -243,7 +253,8 @@ class NotificationConsumer:
                 if self.delivery == AT_LEAST_ONCE:
                     self._consumer.store_offsets(m)
                 continue
-            self._pending.append(Incoming(ctxt, message, m.topic(), m.partition(), m.offset()))
+            add(Incoming(ctxt, message, m.topic(), m.partition(), m.offset()))
+        self._pending.extend(decoded)
 
     def fetch(
         self, batch_size: int = 1, batch_timeout: float | None = None, timeout: float | None = None
