@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from logbroker import _kafka
 from logbroker.notify.notifier import decode
@@ -64,7 +64,8 @@ def ensure_topics(transport: Transport, topics: Iterable[str], partitions: int =
 def collect(
     source: Any, batch_size: int, batch_timeout: float | None, timeout: float | None, poll_with_some: bool = True
 ) -> list[Incoming]:
-    """A batch for `fetch`, from `source._pending`, refilled by `source._fill(seconds)`: returns when the
+    """A batch for `fetch`, from `source._pending` (each taken through `source._take`), refilled by
+    `source._fill(seconds)`: returns when the
     batch is full, `batch_timeout` after its first notification, or after `timeout` (default
     kafka_consumer_timeout) with nothing. `poll_with_some=False`: no poll once the batch has a notification
     (a share consumer must settle what it handed out before polling again)."""
@@ -72,17 +73,13 @@ def collect(
     options = source.options
     deadline: float | None = None
     batch_deadline: float | None = None
+    take = source._take
     while True:
         pending = source._pending  # re-read: a rebalance or requeue replaces it
-        want = batch_size - len(out)
-        if want > 0 and pending:
-            if want == 1:
-                out.append(pending.popleft())
-            elif want >= len(pending):
-                out.extend(pending)
-                pending.clear()
-            else:
-                out.extend([pending.popleft() for _ in range(want)])
+        while pending and len(out) < batch_size:
+            m = take(pending.popleft())
+            if m is not None:
+                out.append(m)
         if len(out) >= batch_size or source._stopped or (out and not batch_timeout):
             break
         if out and not poll_with_some:
@@ -125,7 +122,9 @@ class NotificationConsumer:
             conf["enable.auto.offset.store"] = False
         self._conf = conf
         self._consumer: Consumer | None = None
-        self._pending: deque[Incoming] = deque()
+        # Records are decoded when handed out, not when fetched: a fetch's worth of decoded notifications
+        # waiting for dispatch outlived the young garbage collections and made the old ones walk them.
+        self._pending: deque[Message] = deque()
         self._replayed: set[tuple[str, int]] = set()
         self._assigned: set[tuple[str, int]] = set()
         self._assigned_once = threading.Event()
@@ -202,7 +201,7 @@ class NotificationConsumer:
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         gone = {(tp.topic, tp.partition) for tp in partitions}
         self._assigned -= gone
-        self._pending = deque(m for m in self._pending if (m.topic, m.partition) not in gone)
+        self._pending = deque(m for m in self._pending if (m.topic(), m.partition()) not in gone)
 
     @property
     def assignment(self) -> set[tuple[str, int]]:
@@ -239,22 +238,23 @@ class NotificationConsumer:
             except KafkaException as exc:
                 if exc.args[0].code() != KafkaError._NO_OFFSET:
                     LOG.warning("commit failed: %s", exc)
-        decoded: list[Incoming] = []
-        add = decoded.append
         for m in msgs:
-            if m.error() is not None:
-                if m.error().code() != KafkaError._PARTITION_EOF:
-                    LOG.warning("consumer error: %s", m.error())
-                continue
-            try:
-                ctxt, message = decode(m.value() or b"")
-            except ValueError as exc:
-                LOG.warning("dropping undecodable record %s[%d]@%d: %s", m.topic(), m.partition(), m.offset(), exc)
-                if self.delivery == AT_LEAST_ONCE:
-                    self._consumer.store_offsets(m)
-                continue
-            add(Incoming(ctxt, message, m.topic(), m.partition(), m.offset()))
-        self._pending.extend(decoded)
+            err = m.error()
+            if err is None:
+                self._pending.append(m)
+            elif err.code() != KafkaError._PARTITION_EOF:
+                LOG.warning("consumer error: %s", err)
+
+    def _take(self, m: Message) -> Incoming | None:
+        """The notification in a fetched record; None (logged) if it does not decode."""
+        try:
+            ctxt, message = decode(m.value() or b"")
+        except ValueError as exc:
+            LOG.warning("dropping undecodable record %s[%d]@%d: %s", m.topic(), m.partition(), m.offset(), exc)
+            if self.delivery == AT_LEAST_ONCE and self._consumer is not None:
+                self._consumer.store_offsets(m)
+            return None
+        return Incoming(ctxt, message, m.topic(), m.partition(), m.offset())
 
     def fetch(
         self, batch_size: int = 1, batch_timeout: float | None = None, timeout: float | None = None
@@ -264,6 +264,11 @@ class NotificationConsumer:
         with self._lock:
             if self._consumer is None:
                 return []
+            if batch_size == 1:  # a listener without batches: no clock reads while records are waiting
+                while self._pending:
+                    m = self._take(self._pending.popleft())
+                    if m is not None:
+                        return [m]
             return collect(self, batch_size, batch_timeout, timeout)
 
     # -- acknowledgements (at-least-once)
@@ -300,7 +305,7 @@ class NotificationConsumer:
             for m in undone:
                 key = (m.topic, m.partition)
                 first[key] = min(first.get(key, m.offset), m.offset)
-            self._pending = deque(m for m in self._pending if (m.topic, m.partition) not in first)
+            self._pending = deque(m for m in self._pending if (m.topic(), m.partition()) not in first)
             for (t, p), off in first.items():
                 if (t, p) in self._assigned:
                     try:

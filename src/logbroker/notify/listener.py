@@ -269,15 +269,12 @@ class NotificationListener:
     def _loop(self) -> None:
         consumer = self.consumer
         if self.batch_size == 1 and consumer.delivery == AT_MOST_ONCE:
-            # Nothing to acknowledge after dispatch (committed before), so take what is fetched at once and
-            # dispatch it one message at a time; a stop still ends after the current message.
-            fetch, run_one, most = consumer.fetch, self.dispatcher.run_one, consumer.options.max_poll_records
+            # Nothing to acknowledge after dispatch (committed before fetching).
+            fetch, run_one = consumer.fetch, self.dispatcher.run_one
             while self._running:
-                for m in fetch(most):
+                for m in fetch(1):
                     if run_one(m) is _REQUEUE:
                         consumer.requeue([m])
-                    if not self._running:
-                        break
             return
         while self._running:
             batch = consumer.fetch(self.batch_size, self.batch_timeout)
