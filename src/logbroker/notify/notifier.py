@@ -5,9 +5,9 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import json.scanner
+import os
 import threading
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -25,9 +25,20 @@ def _utcnow() -> _dt.datetime:
 
 def format_timestamp(when: _dt.datetime) -> str:
     """The envelope's `timestamp`: UTC, as oslo writes it; a naive datetime is taken to be UTC."""
-    if when.tzinfo is not None:
+    if when.tzinfo is not None and when.tzinfo is not _dt.UTC:
         when = when.astimezone(_dt.UTC)
+    if when.year >= 1000:  # isoformat is cheaper than strftime, but pads a year to 4 digits
+        return when.isoformat(" ", "microseconds")[:26]
     return when.strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def message_id() -> str:
+    """`str(uuid.uuid4())` at half the cost (the same 122 random bits, version and variant)."""
+    h = os.urandom(16).hex()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) & 3]}{h[17:20]}-{h[20:]}"
+
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"))  # json.dumps with arguments builds one per call
 
 
 def encode(ctxt: Mapping[str, Any] | None, message: Mapping[str, Any]) -> bytes:
@@ -36,7 +47,7 @@ def encode(ctxt: Mapping[str, Any] | None, message: Mapping[str, Any]) -> bytes:
     body = dict(message)
     body["_context"] = dict(ctxt or {})
     try:
-        return json.dumps(body, separators=(",", ":")).encode()
+        return _ENCODER.encode(body).encode()
     except (TypeError, ValueError) as exc:
         raise TypeError(f"notification is not JSON-serialisable: {exc}") from exc
 
@@ -207,7 +218,7 @@ class Notifier:
 
     def _notify(self, ctxt: Mapping[str, Any] | None, event_type: str, payload: Any, priority: str) -> None:
         message = {
-            "message_id": str(uuid.uuid4()),
+            "message_id": message_id(),
             "publisher_id": self.publisher_id,
             "event_type": event_type,
             "priority": priority.upper(),
