@@ -126,10 +126,17 @@ class Dispatcher:
                         out.append((method, args))
             return out
         groups: dict[int, list[Incoming]] = {}  # by the id of a priority's targets, in arrival order
+        routes = self._routes
         for m in incoming:
-            targets = self._route(m.message)
+            raw = m.message.get("priority", "")
+            targets = routes.get(raw) if type(raw) is str else None
+            if targets is None:
+                targets = self._route(m.message)
             if targets:
-                groups.setdefault(id(targets), []).append(m)
+                group = groups.get(id(targets))
+                if group is None:
+                    group = groups[id(targets)] = []
+                group.append(m)
         for targets in self.targets.values():
             group = groups.get(id(targets))
             if group is None:
@@ -138,7 +145,7 @@ class Dispatcher:
                 batch = []
                 for m in group:
                     msg = m.message
-                    md = _metadata(msg)
+                    md = {"message_id": msg.get("message_id"), "timestamp": msg.get("timestamp")}
                     if rule is None or rule.match(m.ctxt, msg.get("publisher_id"), msg.get("event_type"), md):
                         batch.append({"ctxt": m.ctxt, "publisher_id": msg.get("publisher_id"),
                                       "event_type": msg.get("event_type"), "payload": msg.get("payload"),
@@ -283,11 +290,22 @@ class NotificationListener:
 
     async def _aloop(self) -> None:
         loop = asyncio.get_running_loop()
+        consumer = self.consumer
+        # At-most-once has nothing to commit after dispatch, and a single notification already fetched
+        # is taken without waiting (timeout 0): neither needs a hop to the executor's thread.
+        settle_here = consumer.delivery == AT_MOST_ONCE
         while self._running:
-            batch = await loop.run_in_executor(None, self.consumer.fetch, self.batch_size, self.batch_timeout)
+            batch = consumer.fetch(1, self.batch_timeout, 0) if self.batch_size == 1 else None
+            if batch:
+                await asyncio.sleep(0)  # other tasks still run between notifications
+            else:
+                batch = await loop.run_in_executor(None, consumer.fetch, self.batch_size, self.batch_timeout)
             if batch:
                 result = await self.dispatcher.run_async(batch)
-                await loop.run_in_executor(None, self._handle, batch, result)
+                if settle_here:
+                    self._handle(batch, result)
+                else:
+                    await loop.run_in_executor(None, self._handle, batch, result)
 
     def start(self, timeout: float | None = None) -> NotificationListener:
         """Join the pool and wait for an assignment, then dispatch in a thread (threading) or a task
