@@ -64,11 +64,10 @@ def ensure_topics(transport: Transport, topics: Iterable[str], partitions: int =
 def collect(
     source: Any, batch_size: int, batch_timeout: float | None, timeout: float | None, poll_with_some: bool = True
 ) -> list[Incoming]:
-    """A batch for `fetch`, from `source._pending` (each taken through `source._take`), refilled by
-    `source._fill(seconds)`: returns when the
-    batch is full, `batch_timeout` after its first notification, or after `timeout` (default
-    kafka_consumer_timeout) with nothing. `poll_with_some=False`: no poll once the batch has a notification
-    (a share consumer must settle what it handed out before polling again)."""
+    """A batch for `fetch`, from `source._pending` (each record through `source._take`), refilled by
+    `source._fill(seconds)`: returns when the batch is full, `batch_timeout` after its first notification,
+    or after `timeout` (default kafka_consumer_timeout) with nothing. `poll_with_some=False`: no poll once
+    the batch has a notification (a share consumer must settle what it handed out before polling again)."""
     out: list[Incoming] = []
     options = source.options
     deadline: float | None = None

@@ -32,7 +32,7 @@ def format_timestamp(when: _dt.datetime) -> str:
     return when.strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
-def message_id() -> str:
+def _message_id() -> str:
     """`str(uuid.uuid4())` at half the cost (the same 122 random bits, version and variant)."""
     h = os.urandom(16).hex()
     return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) & 3]}{h[17:20]}-{h[20:]}"
@@ -58,9 +58,8 @@ _scan = json.scanner.make_scanner(json.JSONDecoder())
 def decode(raw: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
     """(context, message); also reads oslo's 2.0 envelope, so oslo's own Kafka driver can be a peer.
 
-    The scanner runs straight on the text (a third cheaper than `json.loads(raw)`, which first sniffs
-    the encoding and matches whitespace twice); anything that is not UTF-8 JSON without surrounding
-    whitespace, errors included, goes through `json.loads`, so results and errors are its own."""
+    The scanner on the text is a third cheaper than `json.loads(raw)` (no encoding sniffing, no whitespace
+    matches); anything else, errors included, goes through `json.loads`, so results and errors are its own."""
     try:
         text = raw.decode()
         msg, end = _scan(text, 0)
@@ -218,7 +217,7 @@ class Notifier:
 
     def _notify(self, ctxt: Mapping[str, Any] | None, event_type: str, payload: Any, priority: str) -> None:
         message = {
-            "message_id": message_id(),
+            "message_id": _message_id(),
             "publisher_id": self.publisher_id,
             "event_type": event_type,
             "priority": priority.upper(),
