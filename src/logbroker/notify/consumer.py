@@ -351,7 +351,10 @@ class NotificationConsumer:
             if (self._commit_first and not self._prefetched and not self._ahead and not self._stopped
                     and len(self._pending) <= self._prefetch_at):  # fmt: skip
                 self._prefetched = True
-                self._fetch_ahead()
+                try:
+                    self._fetch_ahead()
+                except KafkaException as exc:  # the next fill meets it again; `out` is handed out first
+                    LOG.warning("fetching ahead failed: %s", exc)
             return out
 
     # -- acknowledgements (at-least-once)
