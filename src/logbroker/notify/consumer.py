@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from logbroker import _kafka
 from logbroker.notify.notifier import decode
@@ -26,7 +26,7 @@ AT_MOST_ONCE = "at-most-once"
 AT_LEAST_ONCE = "at-least-once"
 
 
-@dataclass
+@dataclass(slots=True)
 class Incoming:
     """One decoded notification and where it came from (for commits and rewinds)."""
 
@@ -35,6 +35,15 @@ class Incoming:
     topic: str
     partition: int
     offset: int
+
+
+@dataclass(slots=True)
+class _Ahead:
+    """Records fetched before they are needed, with the offsets their commit (in flight) names."""
+
+    offsets: dict[tuple[str, int], int]
+    records: list[Message]
+    confirmed: bool = False
 
 
 def _log_end(consumer: Consumer, tp: TopicPartition, timeout: float = 10.0) -> int:
@@ -64,23 +73,28 @@ def ensure_topics(transport: Transport, topics: Iterable[str], partitions: int =
 def collect(
     source: Any, batch_size: int, batch_timeout: float | None, timeout: float | None, poll_with_some: bool = True
 ) -> list[Incoming]:
-    """A batch for `fetch`, from `source._pending`, refilled by `source._fill(seconds)`: returns when the
-    batch is full, `batch_timeout` after its first notification, or after `timeout` (default
-    kafka_consumer_timeout) with nothing. `poll_with_some=False`: no poll once the batch has a notification
-    (a share consumer must settle what it handed out before polling again)."""
+    """A batch for `fetch`, from `source._pending` (each record through `source._take`), refilled by
+    `source._fill(seconds)`: returns when the batch is full, `batch_timeout` after its first notification,
+    or after `timeout` (default kafka_consumer_timeout) with nothing. `poll_with_some=False`: no poll once
+    the batch has a notification (a share consumer must settle what it handed out before polling again)."""
     out: list[Incoming] = []
     options = source.options
-    wait = options.kafka_consumer_timeout if timeout is None else timeout
-    deadline = time.monotonic() + wait
+    deadline: float | None = None
     batch_deadline: float | None = None
+    take = source._take
     while True:
-        while source._pending and len(out) < batch_size:
-            out.append(source._pending.popleft())
+        pending = source._pending  # re-read: a rebalance or requeue replaces it
+        while pending and len(out) < batch_size:
+            m = take(pending.popleft())
+            if m is not None:
+                out.append(m)
         if len(out) >= batch_size or source._stopped or (out and not batch_timeout):
             break
         if out and not poll_with_some:
             break
         now = time.monotonic()
+        if deadline is None:
+            deadline = now + (options.kafka_consumer_timeout if timeout is None else timeout)
         if out and batch_deadline is None:
             batch_deadline = now + (batch_timeout or 0.0)
         left = (batch_deadline if batch_deadline is not None else deadline) - now
@@ -114,9 +128,20 @@ class NotificationConsumer:
         if delivery == AT_LEAST_ONCE:
             conf["enable.auto.commit"] = False
             conf["enable.auto.offset.store"] = False
+        # oslo's rule: what is fetched is committed before it is dispatched. The next fetch is taken while
+        # the current one is dispatched and committed asynchronously, so the broker's round trip overlaps
+        # dispatch instead of stalling it.
+        self._commit_first = delivery == AT_MOST_ONCE and not options.enable_auto_commit
+        if self._commit_first:
+            conf["on_commit"] = self._on_commit
         self._conf = conf
+        self._ahead: deque[_Ahead] = deque()  # oldest first
+        self._prefetch_at = options.max_poll_records // 2
+        self._prefetched = False  # since the last fill
         self._consumer: Consumer | None = None
-        self._pending: deque[Incoming] = deque()
+        # Records are decoded when handed out, not when fetched: a fetch's worth of decoded notifications
+        # waiting for dispatch outlived the young garbage collections and made the old ones walk them.
+        self._pending: deque[Message] = deque()
         self._replayed: set[tuple[str, int]] = set()
         self._assigned: set[tuple[str, int]] = set()
         self._assigned_once = threading.Event()
@@ -193,7 +218,9 @@ class NotificationConsumer:
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         gone = {(tp.topic, tp.partition) for tp in partitions}
         self._assigned -= gone
-        self._pending = deque(m for m in self._pending if (m.topic, m.partition) not in gone)
+        self._pending = deque(m for m in self._pending if (m.topic(), m.partition()) not in gone)
+        for ahead in self._ahead:
+            ahead.records = [m for m in ahead.records if (m.topic(), m.partition()) not in gone]
 
     @property
     def assignment(self) -> set[tuple[str, int]]:
@@ -210,11 +237,16 @@ class NotificationConsumer:
                 except (KafkaException, RuntimeError) as exc:
                     LOG.debug("consumer close: %s", exc)
                 self._consumer = None
+            self._ahead.clear()
 
     # -- fetching
 
     def _fill(self, timeout: float, limit: int | None = None) -> None:
         assert self._consumer is not None
+        self._prefetched = False
+        if self._ahead:
+            self._take_ahead()
+            return
         # consume(n, t) waits for all n or the whole timeout (oslo's driver pays up to
         # kafka_consumer_timeout of latency per poll that way): wait for one, then take what is queued.
         msgs = self._consumer.consume(1, timeout)
@@ -223,27 +255,82 @@ class NotificationConsumer:
         more = (limit or self.options.max_poll_records) - 1
         if more > 0:
             msgs += self._consumer.consume(more, 0)
-        if self.delivery == AT_MOST_ONCE and not self.options.enable_auto_commit:
-            # oslo's rule: the fetched positions are committed before anything is dispatched.
-            try:
-                self._consumer.commit(asynchronous=False)
-            except KafkaException as exc:
-                if exc.args[0].code() != KafkaError._NO_OFFSET:
-                    LOG.warning("commit failed: %s", exc)
+        if self._commit_first:
+            self._commit_sync(None)
+        self._pending.extend(self._records(msgs))
+
+    @staticmethod
+    def _records(msgs: list[Message]) -> list[Message]:
+        out = []
         for m in msgs:
             err = m.error()
-            if err is not None:
-                if err.code() != KafkaError._PARTITION_EOF:
-                    LOG.warning("consumer error: %s", err)
-                continue
-            try:
-                ctxt, message = decode(m.value() or b"")
-            except ValueError as exc:
-                LOG.warning("dropping undecodable record %s[%d]@%d: %s", m.topic(), m.partition(), m.offset(), exc)
-                if self.delivery == AT_LEAST_ONCE:
-                    self._consumer.store_offsets(m)
-                continue
-            self._pending.append(Incoming(ctxt, message, m.topic(), m.partition(), m.offset()))
+            if err is None:
+                out.append(m)
+            elif err.code() != KafkaError._PARTITION_EOF:
+                LOG.warning("consumer error: %s", err)
+        return out
+
+    def _commit_sync(self, offsets: dict[tuple[str, int], int] | None) -> None:
+        """Commit `offsets` (None: the fetched positions) and wait; a failure is logged, as oslo's driver does."""
+        assert self._consumer is not None
+        try:
+            if offsets is None:
+                self._consumer.commit(asynchronous=False)
+            else:
+                tps = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+                self._consumer.commit(offsets=tps, asynchronous=False)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError._NO_OFFSET:
+                LOG.warning("commit failed: %s", exc)
+
+    def _fetch_ahead(self) -> None:
+        """Take what the client has already fetched (no waiting) and start its commit."""
+        assert self._consumer is not None
+        records = self._records(self._consumer.consume(self.options.max_poll_records, 0))
+        if not records:
+            return
+        offsets = {(m.topic(), m.partition()): m.offset() + 1 for m in records}  # in order: the last is the highest
+        try:
+            tps = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+            self._consumer.commit(offsets=tps, asynchronous=True)
+        except KafkaException as exc:
+            LOG.debug("asynchronous commit refused (%s); committed synchronously before dispatch", exc)
+        self._ahead.append(_Ahead(offsets, records))
+
+    def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition] | None) -> None:
+        # Served inside consume() on the fetching thread. Other commits (start offsets) match nothing.
+        got = {(tp.topic, tp.partition): tp.offset for tp in partitions or ()}
+        for ahead in self._ahead:
+            if not ahead.confirmed and ahead.offsets == got:
+                ahead.confirmed = err is None and all(tp.error is None for tp in partitions or ())
+                return
+
+    def _take_ahead(self) -> None:
+        """Hand out the oldest fetch taken ahead once its commit is confirmed. The consume that serves the
+        confirmation also takes (and starts committing) what arrived since. Not yet confirmed (or failed):
+        commit synchronously the newest offsets taken, never behind a later asynchronous commit."""
+        self._fetch_ahead()
+        ahead = self._ahead[0]
+        if not ahead.confirmed:
+            newest: dict[tuple[str, int], int] = {}
+            for later in self._ahead:
+                newest.update(later.offsets)
+            self._commit_sync(newest)
+            for later in self._ahead:
+                later.confirmed = True
+        self._ahead.popleft()
+        self._pending.extend(ahead.records)
+
+    def _take(self, m: Message) -> Incoming | None:
+        """The notification in a fetched record; None (logged) if it does not decode."""
+        try:
+            ctxt, message = decode(m.value() or b"")
+        except ValueError as exc:
+            LOG.warning("dropping undecodable record %s[%d]@%d: %s", m.topic(), m.partition(), m.offset(), exc)
+            if self.delivery == AT_LEAST_ONCE and self._consumer is not None:
+                self._consumer.store_offsets(m)
+            return None
+        return Incoming(ctxt, message, m.topic(), m.partition(), m.offset())
 
     def fetch(
         self, batch_size: int = 1, batch_timeout: float | None = None, timeout: float | None = None
@@ -253,7 +340,22 @@ class NotificationConsumer:
         with self._lock:
             if self._consumer is None:
                 return []
-            return collect(self, batch_size, batch_timeout, timeout)
+            out: list[Incoming] = []
+            if batch_size == 1:  # a listener without batches: no clock reads while records are waiting
+                while self._pending and not out:
+                    m = self._take(self._pending.popleft())
+                    if m is not None:
+                        out.append(m)
+            if not out:
+                out = collect(self, batch_size, batch_timeout, timeout)
+            if (self._commit_first and not self._prefetched and not self._ahead and not self._stopped
+                    and len(self._pending) <= self._prefetch_at):  # fmt: skip
+                self._prefetched = True
+                try:
+                    self._fetch_ahead()
+                except KafkaException as exc:  # the next fill meets it again; `out` is handed out first
+                    LOG.warning("fetching ahead failed: %s", exc)
+            return out
 
     # -- acknowledgements (at-least-once)
 
@@ -289,7 +391,7 @@ class NotificationConsumer:
             for m in undone:
                 key = (m.topic, m.partition)
                 first[key] = min(first.get(key, m.offset), m.offset)
-            self._pending = deque(m for m in self._pending if (m.topic, m.partition) not in first)
+            self._pending = deque(m for m in self._pending if (m.topic(), m.partition()) not in first)
             for (t, p), off in first.items():
                 if (t, p) in self._assigned:
                     try:

@@ -72,81 +72,129 @@ def _priority(message: Mapping[str, Any]) -> str:
     return "warn" if p == "warning" else p
 
 
+# The `priority` field as notifiers write it (oslo: upper case), so routing a message is one dict lookup;
+# any other value goes through `_priority`.
+_SPELLINGS = {s: p for p in PRIORITIES for s in (p, p.upper(), p.capitalize())}
+_SPELLINGS.update({s: "warn" for s in ("warning", "WARNING", "Warning")})
+
+_HANDLED = NotificationResult.HANDLED
+_REQUEUE = NotificationResult.REQUEUE
+
+Targets = list[tuple[Any, NotificationFilter | None]]
+
+
 class Dispatcher:
     """Routes notifications to endpoint methods; returns REQUEUE if any endpoint asked for it.
 
     `raise_as_requeue`: in at-least-once mode an endpoint that raises gets the message again;
-    oslo (at-most-once) only logs it.
+    oslo (at-most-once) only logs it. As in oslo's dispatcher, endpoint methods and filter rules are
+    looked up once, here, and a message's filter is checked just before its endpoint is called.
     """
 
     def __init__(self, endpoints: Sequence[Any], batch: bool, raise_as_requeue: bool) -> None:
         self.endpoints = list(endpoints)
         self.batch = batch
         self.raise_as_requeue = raise_as_requeue
-        self.priorities = [p for p in PRIORITIES if any(callable(getattr(e, p, None)) for e in self.endpoints)]
+        self.targets: dict[str, Targets] = {}
+        for p in PRIORITIES:
+            found = [(getattr(e, p), getattr(e, "filter_rule", None)) for e in self.endpoints
+                     if callable(getattr(e, p, None))]  # fmt: skip
+            if found:
+                self.targets[p] = found
+        self.priorities = list(self.targets)
         if not self.priorities:
             raise ValueError(f"no endpoint has a method for any priority ({', '.join(PRIORITIES)})")
+        self._routes: dict[str, Targets] = {s: self.targets.get(p, []) for s, p in _SPELLINGS.items()}
 
-    def _targets(self, priority: str) -> list[tuple[Any, Any]]:
-        return [(e, getattr(e, priority)) for e in self.endpoints if callable(getattr(e, priority, None))]
-
-    @staticmethod
-    def _wanted(endpoint: Any, m: Incoming) -> bool:
-        rule = getattr(endpoint, "filter_rule", None)
-        msg = m.message
-        return rule is None or rule.match(m.ctxt, msg.get("publisher_id"), msg.get("event_type"), _metadata(msg))
+    def _route(self, message: Mapping[str, Any]) -> Targets:
+        raw = message.get("priority", "")
+        if type(raw) is str:
+            found = self._routes.get(raw)
+            if found is not None:
+                return found
+        return self.targets.get(_priority(message), [])
 
     def calls(self, incoming: list[Incoming]) -> list[tuple[Any, tuple[Any, ...]]]:
-        """(method, args) pairs to run, in order."""
+        """(method, args) pairs to run, in order (filters already applied)."""
         out: list[tuple[Any, tuple[Any, ...]]] = []
         if not self.batch:
             for m in incoming:
                 msg = m.message
-                for ep, method in self._targets(_priority(msg)):
-                    if self._wanted(ep, m):
-                        args = (
-                            m.ctxt,
-                            msg.get("publisher_id"),
-                            msg.get("event_type"),
-                            msg.get("payload"),
-                            _metadata(msg),
-                        )
+                for method, rule in self._route(msg):
+                    args = (m.ctxt, msg.get("publisher_id"), msg.get("event_type"), msg.get("payload"), _metadata(msg))
+                    if rule is None or rule.match(args[0], args[1], args[2], args[4]):
                         out.append((method, args))
             return out
-        for priority in self.priorities:
-            group = [m for m in incoming if _priority(m.message) == priority]
-            if not group:
+        groups: dict[int, list[Incoming]] = {}  # by the id of a priority's targets, in arrival order
+        routes = self._routes
+        for m in incoming:
+            raw = m.message.get("priority", "")
+            targets = routes.get(raw) if type(raw) is str else None
+            if targets is None:
+                targets = self._route(m.message)
+            if targets:
+                group = groups.get(id(targets))
+                if group is None:
+                    group = groups[id(targets)] = []
+                group.append(m)
+        for targets in self.targets.values():
+            group = groups.get(id(targets))
+            if group is None:
                 continue
-            for ep, method in self._targets(priority):
-                chosen = [m for m in group if self._wanted(ep, m)]
-                if chosen:
-                    batch = [{"ctxt": m.ctxt, "publisher_id": m.message.get("publisher_id"),
-                              "event_type": m.message.get("event_type"), "payload": m.message.get("payload"),
-                              "metadata": _metadata(m.message)} for m in chosen]  # fmt: skip
+            for method, rule in targets:
+                batch = []
+                for m in group:
+                    msg = m.message
+                    md = {"message_id": msg.get("message_id"), "timestamp": msg.get("timestamp")}
+                    if rule is None or rule.match(m.ctxt, msg.get("publisher_id"), msg.get("event_type"), md):
+                        batch.append({"ctxt": m.ctxt, "publisher_id": msg.get("publisher_id"),
+                                      "event_type": msg.get("event_type"), "payload": msg.get("payload"),
+                                      "metadata": md})  # fmt: skip
+                if batch:
                     out.append((method, (batch,)))
         return out
 
     def outcome(self, result: Any, exc: BaseException | None) -> NotificationResult:
         if exc is not None:
             LOG.error("notification endpoint failed: %r", exc, exc_info=exc)
-            return NotificationResult.REQUEUE if self.raise_as_requeue else NotificationResult.HANDLED
-        if result is NotificationResult.REQUEUE or result == "requeue":
-            return NotificationResult.REQUEUE
-        return NotificationResult.HANDLED
+            return _REQUEUE if self.raise_as_requeue else _HANDLED
+        if result is _REQUEUE or result == "requeue":
+            return _REQUEUE
+        return _HANDLED
+
+    def run_one(self, m: Incoming) -> NotificationResult:
+        """`run([m])` for a listener without batches, without the intermediate lists."""
+        msg = m.message
+        result = _HANDLED
+        for method, rule in self._route(msg):
+            md = {"message_id": msg.get("message_id"), "timestamp": msg.get("timestamp")}
+            if rule is not None and not rule.match(m.ctxt, msg.get("publisher_id"), msg.get("event_type"), md):
+                continue
+            try:
+                out = method(m.ctxt, msg.get("publisher_id"), msg.get("event_type"), msg.get("payload"), md)
+            except Exception as e:  # endpoints are user code
+                if self.outcome(None, e) is _REQUEUE:
+                    result = _REQUEUE
+                continue
+            if out is not None and (out is _REQUEUE or out == "requeue"):
+                result = _REQUEUE
+        return result
 
     def run(self, incoming: list[Incoming]) -> NotificationResult:
-        result = NotificationResult.HANDLED
+        if not self.batch and len(incoming) == 1:
+            return self.run_one(incoming[0])
+        result = _HANDLED
         for method, args in self.calls(incoming):
             try:
                 out, exc = method(*args), None
             except Exception as e:  # endpoints are user code
                 out, exc = None, e
-            if self.outcome(out, exc) is NotificationResult.REQUEUE:
-                result = NotificationResult.REQUEUE
+            if self.outcome(out, exc) is _REQUEUE:
+                result = _REQUEUE
         return result
 
     async def run_async(self, incoming: list[Incoming]) -> NotificationResult:
-        result = NotificationResult.HANDLED
+        result = _HANDLED
         for method, args in self.calls(incoming):
             try:
                 out, exc = method(*args), None
@@ -154,8 +202,8 @@ class Dispatcher:
                     out = await out
             except Exception as e:
                 out, exc = None, e
-            if self.outcome(out, exc) is NotificationResult.REQUEUE:
-                result = NotificationResult.REQUEUE
+            if self.outcome(out, exc) is _REQUEUE:
+                result = _REQUEUE
         return result
 
 
@@ -226,18 +274,38 @@ class NotificationListener:
             self.consumer.ack(batch)
 
     def _loop(self) -> None:
+        consumer = self.consumer
+        if self.batch_size == 1 and consumer.delivery == AT_MOST_ONCE:
+            # Nothing to acknowledge after dispatch (committed before fetching).
+            fetch, run_one = consumer.fetch, self.dispatcher.run_one
+            while self._running:
+                for m in fetch(1):
+                    if run_one(m) is _REQUEUE:
+                        consumer.requeue([m])
+            return
         while self._running:
-            batch = self.consumer.fetch(self.batch_size, self.batch_timeout)
+            batch = consumer.fetch(self.batch_size, self.batch_timeout)
             if batch:
                 self._handle(batch, self.dispatcher.run(batch))
 
     async def _aloop(self) -> None:
         loop = asyncio.get_running_loop()
+        consumer = self.consumer
+        # At-most-once has nothing to commit after dispatch, and a single notification already fetched
+        # is taken without waiting (timeout 0): neither needs a hop to the executor's thread.
+        settle_here = consumer.delivery == AT_MOST_ONCE
         while self._running:
-            batch = await loop.run_in_executor(None, self.consumer.fetch, self.batch_size, self.batch_timeout)
+            batch = consumer.fetch(1, self.batch_timeout, 0) if self.batch_size == 1 else None
+            if batch:
+                await asyncio.sleep(0)  # other tasks still run between notifications
+            else:
+                batch = await loop.run_in_executor(None, consumer.fetch, self.batch_size, self.batch_timeout)
             if batch:
                 result = await self.dispatcher.run_async(batch)
-                await loop.run_in_executor(None, self._handle, batch, result)
+                if settle_here:
+                    self._handle(batch, result)
+                else:
+                    await loop.run_in_executor(None, self._handle, batch, result)
 
     def start(self, timeout: float | None = None) -> NotificationListener:
         """Join the pool and wait for an assignment, then dispatch in a thread (threading) or a task

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import json.scanner
+import os
 import threading
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -24,9 +25,20 @@ def _utcnow() -> _dt.datetime:
 
 def format_timestamp(when: _dt.datetime) -> str:
     """The envelope's `timestamp`: UTC, as oslo writes it; a naive datetime is taken to be UTC."""
-    if when.tzinfo is not None:
+    if when.tzinfo is not None and when.tzinfo is not _dt.UTC:
         when = when.astimezone(_dt.UTC)
+    if when.year >= 1000:  # isoformat is cheaper than strftime, but pads a year to 4 digits
+        return when.isoformat(" ", "microseconds")[:26]
     return when.strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def _message_id() -> str:
+    """`str(uuid.uuid4())` at half the cost (the same 122 random bits, version and variant)."""
+    h = os.urandom(16).hex()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) & 3]}{h[17:20]}-{h[20:]}"
+
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"))  # json.dumps with arguments builds one per call
 
 
 def encode(ctxt: Mapping[str, Any] | None, message: Mapping[str, Any]) -> bytes:
@@ -35,14 +47,26 @@ def encode(ctxt: Mapping[str, Any] | None, message: Mapping[str, Any]) -> bytes:
     body = dict(message)
     body["_context"] = dict(ctxt or {})
     try:
-        return json.dumps(body, separators=(",", ":")).encode()
+        return _ENCODER.encode(body).encode()
     except (TypeError, ValueError) as exc:
         raise TypeError(f"notification is not JSON-serialisable: {exc}") from exc
 
 
+_scan = json.scanner.make_scanner(json.JSONDecoder())
+
+
 def decode(raw: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(context, message); also reads oslo's 2.0 envelope, so oslo's own Kafka driver can be a peer."""
-    msg = json.loads(raw)
+    """(context, message); also reads oslo's 2.0 envelope, so oslo's own Kafka driver can be a peer.
+
+    The scanner on the text is a third cheaper than `json.loads(raw)` (no encoding sniffing, no whitespace
+    matches); anything else, errors included, goes through `json.loads`, so results and errors are its own."""
+    try:
+        text = raw.decode()
+        msg, end = _scan(text, 0)
+        if end != len(text):
+            msg = json.loads(raw)
+    except (ValueError, StopIteration):
+        msg = json.loads(raw)
     if isinstance(msg, dict) and "oslo.message" in msg:
         msg = json.loads(msg["oslo.message"])
     if not isinstance(msg, dict):
@@ -193,7 +217,7 @@ class Notifier:
 
     def _notify(self, ctxt: Mapping[str, Any] | None, event_type: str, payload: Any, priority: str) -> None:
         message = {
-            "message_id": str(uuid.uuid4()),
+            "message_id": _message_id(),
             "publisher_id": self.publisher_id,
             "event_type": event_type,
             "priority": priority.upper(),

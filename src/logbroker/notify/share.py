@@ -136,6 +136,10 @@ class ShareNotificationConsumer:
         if self.delivery == AT_MOST_ONCE and msgs:
             self._consumer.commit_async()
 
+    @staticmethod
+    def _take(m: Incoming) -> Incoming:
+        return m  # decoded on arrival: an undecodable record is rejected before anything is accepted
+
     def fetch(
         self, batch_size: int = 1, batch_timeout: float | None = None, timeout: float | None = None
     ) -> list[Incoming]:
