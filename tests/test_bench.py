@@ -303,6 +303,29 @@ _TINY = {"records_1kb": 20_000, "one_per_request": 200, "producers": 2, "connect
 
 
 @pytest.mark.timeout(300)
+def test_faces_workload_rates_each_face_next_to_raw(tmp_path: Path, logbroker_serve_available: None) -> None:
+    """`--workloads faces` on a real logbroker: every face's row has a rate and a ratio to raw confluent-kafka,
+    both finite and positive (rates are not judged here), in the table and the JSON."""
+    import math
+
+    from logbroker_devtools.bench.faces import FACES_ROWS
+    from logbroker_devtools.bench.native import NativeSizes
+
+    console = _quiet_console()
+    results = bench.run_bench(["logbroker"], workloads="faces", native_sizes=NativeSizes(**_TINY, faces_messages=4_000),
+                              out_dir=tmp_path, console=console, chart=False)  # fmt: skip
+    res = results["targets"]["logbroker"]
+    assert res["status"] == "ok", res.get("traceback")
+    assert res["workloads"] == {"faces": {"status": "ok"}}, res["workloads"]
+    for key in FACES_ROWS:
+        for metric in (f"faces_{key}_per_s", f"faces_{key}_x_raw"):
+            value = res["metrics"][metric]
+            assert math.isfinite(value) and value > 0, (metric, value)
+    text = console.file.getvalue()  # type: ignore[attr-defined]  # run_bench printed its table there
+    assert "mq send_async / raw confluent-kafka" in text and "streams delivered, 10,000 streams" in text
+
+
+@pytest.mark.timeout(300)
 def test_native_workload_reports_broker_cpu_per_gb_and_request(tmp_path: Path, logbroker_serve_available: None) -> None:
     """Kafka's ProducerPerformance/ConsumerPerformance and the franz-go generator against a real logbroker:
     every workload reports the broker's CPU per GB and per request, finite and non-zero (rates are not judged)."""

@@ -114,8 +114,10 @@ class ConsoleProcess:
 def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
     if request.param == "logbroker":
         port, metrics = free_port(), free_port()
-        proc = BrokerProcess(tmp_path_factory.mktemp("console") / "data",
-                             extra_args=["--console", f"127.0.0.1:{port}", "--metrics-listen", f"127.0.0.1:{metrics}"])
+        proc = BrokerProcess(
+            tmp_path_factory.mktemp("console") / "data",
+            extra_args=["--console", f"127.0.0.1:{port}", "--metrics-listen", f"127.0.0.1:{metrics}"],
+        )
         proc.start()
         url = f"http://127.0.0.1:{port}"
         wait_http(url + "/static/console.css")

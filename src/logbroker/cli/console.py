@@ -29,11 +29,18 @@ def tls_options(prefix: str = "") -> Any:
 @click.command()
 @BOOTSTRAP
 @functools.partial(SECURITY, credentials_required=False)
-@click.option("--listen", default="127.0.0.1:9080", show_default=True,
-              help="HOST:PORT to serve on. Off loopback, give --tls-cert/--tls-key (or it warns: clear text).")
+@click.option(
+    "--listen",
+    default="127.0.0.1:9080",
+    show_default=True,
+    help="HOST:PORT to serve on. Off loopback, give --tls-cert/--tls-key (or it warns: clear text).",
+)
 @tls_options()
-@click.option("--metrics-url", help="A logbroker's /metrics (its --metrics-listen) to chart throughput, requests "
-              "and fsync latency from; without it the charts come from the admin API (log sizes, end offsets).")
+@click.option(
+    "--metrics-url",
+    help="A logbroker's /metrics (its --metrics-listen) to chart throughput, requests "
+    "and fsync latency from; without it the charts come from the admin API (log sizes, end offsets).",
+)
 @click.option("--log-level", default="INFO", show_default=True)
 def console(bootstrap: str, security: KafkaSettings | None, listen: str, tls_cert: Path | None, tls_key: Path | None,
             metrics_url: str | None, log_level: str) -> None:  # fmt: skip

@@ -57,9 +57,12 @@ GC_THRESHOLDS = (50_000, 20, 20)
 @click.option(
     "--metrics-listen", help="HOST:PORT for Prometheus /metrics, /health and /ready (off by default; loopback advised)."
 )
-@click.option("--console", "console_listen",
-              help="HOST:PORT for the web console (off by default; e.g. 127.0.0.1:9080). It reads this broker's own "
-              "metrics and share-partition locks; on a SASL-only broker each browser logs in.")
+@click.option(
+    "--console",
+    "console_listen",
+    help="HOST:PORT for the web console (off by default; e.g. 127.0.0.1:9080). It reads this broker's own "
+    "metrics and share-partition locks; on a SASL-only broker each browser logs in.",
+)
 @click.option("--console-tls-cert", type=click.Path(path_type=Path), help="PEM certificate: the console over HTTPS.")
 @click.option("--console-tls-key", type=click.Path(path_type=Path), help="PEM private key of --console-tls-cert.")
 @click.option("--log-format", type=click.Choice(["text", "json"]), help="text (default), or one JSON object per line.")

@@ -238,14 +238,24 @@ def build_app(options: ConsoleOptions) -> Starlette:
 
     def overview_charts() -> list[Any]:
         sm = console.sampler
-        out = [charts.line_chart("Throughput", {"produce": sm.points("produce_mbps"), "fetch": sm.points("fetch_mbps")},
-                                 "MB/s", chart_id="chart-throughput"),
-               charts.line_chart("Records in", {"records": sm.points("records_ps")}, "/s", chart_id="chart-records")]
+        out = [
+            charts.line_chart(
+                "Throughput",
+                {"produce": sm.points("produce_mbps"), "fetch": sm.points("fetch_mbps")},
+                "MB/s",
+                chart_id="chart-throughput",
+            ),
+            charts.line_chart("Records in", {"records": sm.points("records_ps")}, "/s", chart_id="chart-records"),
+        ]
         if console.source != "admin":
-            out.append(charts.line_chart("Requests", {"requests": sm.points("requests_ps")}, "/s",
-                                         chart_id="chart-requests"))
-            out.append(charts.line_chart("fsync latency (mean per round)", {"fsync": sm.points("fsync_ms")}, "ms",
-                                         chart_id="chart-fsync"))
+            out.append(
+                charts.line_chart("Requests", {"requests": sm.points("requests_ps")}, "/s", chart_id="chart-requests")
+            )
+            out.append(
+                charts.line_chart(
+                    "fsync latency (mean per round)", {"fsync": sm.points("fsync_ms")}, "ms", chart_id="chart-fsync"
+                )
+            )
         disk = {"partition logs": sm.points("log_bytes")}
         if console.source == "local":
             disk["file system used"] = sm.points("disk_used")
@@ -312,8 +322,19 @@ def build_app(options: ConsoleOptions) -> Starlette:
         query = _query(q)
         page_ = rec.read(c, name, query)
         more = _continue_url(name, q, page_.next) if not page_.complete else None
-        return "messages.html", {"name": name, "q": q, "query": query, "page": page_, "parts": c.partitions(name),
-                                 "more": more, "positions": _positions_text(page_.next)}, 200
+        return (
+            "messages.html",
+            {
+                "name": name,
+                "q": q,
+                "query": query,
+                "page": page_,
+                "parts": c.partitions(name),
+                "more": more,
+                "positions": _positions_text(page_.next),
+            },
+            200,
+        )
 
     def tail(request: Request, s: Session, c: Cluster, form: dict[str, str]) -> Any:
         """The live tail's poll: records after the given positions, as rendered rows."""
@@ -583,8 +604,9 @@ def _datetime_ms(text: str) -> int:
     try:
         when = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise ConsoleError(f"not a date and time (ISO 8601, e.g. 2026-11-29T10:00:00Z, or epoch ms): {text!r}") \
-            from None
+        raise ConsoleError(
+            f"not a date and time (ISO 8601, e.g. 2026-11-29T10:00:00Z, or epoch ms): {text!r}"
+        ) from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return int(when.timestamp() * 1000)

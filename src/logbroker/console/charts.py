@@ -51,11 +51,11 @@ def line_chart(title: str, lines: dict[str, list[tuple[float, float]]], unit: st
                          f'data-last="{pts[-1][1]:.6g}"/>')  # fmt: skip
         last = human(pts[-1][1], unit) if pts else "no data yet"
         legend.append(f'<tspan fill="{colour}">{escape(name)}: {escape(last)}</tspan>')
-    parts.append(f'<text x="{pad_l}" y="14" font-size="12" font-weight="600" fill="#0f172a">'
-                 f'{escape(title)}</text>')
+    parts.append(f'<text x="{pad_l}" y="14" font-size="12" font-weight="600" fill="#0f172a">{escape(title)}</text>')
     parts.append(f'<text x="{width - pad_r}" y="14" font-size="11" text-anchor="end">{"  ".join(legend)}</text>')
-    parts.append(f'<text x="{pad_l + 2}" y="{pad_t + 11}" font-size="10" fill="#64748b">'
-                 f'{escape(human(top, unit))}</text>')
+    parts.append(
+        f'<text x="{pad_l + 2}" y="{pad_t + 11}" font-size="10" fill="#64748b">{escape(human(top, unit))}</text>'
+    )
     span = t1 - t0
     parts.append(f'<text x="{pad_l}" y="{height - 4}" font-size="10" fill="#64748b">-{span / 60:.0f} min</text>')
     parts.append(f'<text x="{width - pad_r}" y="{height - 4}" font-size="10" fill="#64748b" '

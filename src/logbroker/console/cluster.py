@@ -448,7 +448,8 @@ class Cluster:
             if execute and not desc.inactive:
                 raise ConsoleError(
                     f"cannot reset offsets of group {group_id!r}: it is {desc.state} with {len(desc.members)} "
-                    "member(s). Offsets can only be reset while the group is inactive (Empty); stop its consumers.")
+                    "member(s). Offsets can only be reset while the group is inactive (Empty); stop its consumers."
+                )
             parts = _partitions(self.admin, [(topic, None)]) if topic else sorted(_committed(self.admin, group_id))
             plan = _plan(self.admin, group_id, parts, Strategy(kind, value))
             if execute and plan:
@@ -481,9 +482,18 @@ class Cluster:
                 d = described.get(tid)
                 if d is None:
                     continue
-                rows.append(TxnRow(tid, d.state.name if hasattr(d.state, "name") else str(d.state), d.producer_id,
-                                   d.producer_epoch, d.transaction_timeout_ms, d.transaction_start_time_ms,
-                                   sorted((tp.topic, tp.partition) for tp in d.topic_partitions), d.coordinator_id))
+                rows.append(
+                    TxnRow(
+                        tid,
+                        d.state.name if hasattr(d.state, "name") else str(d.state),
+                        d.producer_id,
+                        d.producer_epoch,
+                        d.transaction_timeout_ms,
+                        d.transaction_start_time_ms,
+                        sorted((tp.topic, tp.partition) for tp in d.topic_partitions),
+                        d.coordinator_id,
+                    )
+                )
             return rows
 
         return self.wire(read)
@@ -542,8 +552,13 @@ class Cluster:
         )
         from kafka.errors import SecurityDisabledError
 
-        f = ACLFilter(principal=None, host=None, operation=ACLOperation.ANY, permission_type=ACLPermissionType.ANY,
-                      resource_pattern=ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY))
+        f = ACLFilter(
+            principal=None,
+            host=None,
+            operation=ACLOperation.ANY,
+            permission_type=ACLPermissionType.ANY,
+            resource_pattern=ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY),
+        )
         try:
             self.wire(lambda w: w.describe_acls(f))
         except ConsoleError as exc:

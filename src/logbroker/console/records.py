@@ -74,7 +74,7 @@ def _notification_note(msg: Any) -> str:
 
 
 def _hex(data: bytes) -> str:
-    return "\n".join(f"{i:08x}  {data[i:i + 16].hex(' ')}" for i in range(0, len(data), 16))
+    return "\n".join(f"{i:08x}  {data[i : i + 16].hex(' ')}" for i in range(0, len(data), 16))
 
 
 @dataclass

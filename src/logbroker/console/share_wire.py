@@ -58,8 +58,9 @@ class DescribeShareGroupOffsetsResponse(ApiMessage, load_json=_SCHEMAS):
 def describe(w: KafkaAdminClient, group_id: str) -> dict[str, Any]:
     async def run() -> dict[str, Any]:
         node = await w._find_coordinator_id(group_id)
-        desc = await w._manager.send(ShareGroupDescribeRequest(group_ids=[group_id],
-                                                               include_authorized_operations=False), node_id=node)
+        desc = await w._manager.send(
+            ShareGroupDescribeRequest(group_ids=[group_id], include_authorized_operations=False), node_id=node
+        )
         g = desc.groups[0]
         if g.error_code:
             raise ConsoleError(f"{code_name(g.error_code)}" + (f" ({g.error_message})" if g.error_message else ""),
@@ -70,8 +71,15 @@ def describe(w: KafkaAdminClient, group_id: str) -> dict[str, Any]:
             for m in g.members
         ]  # fmt: skip
         offsets = await w._manager.send(
-            DescribeShareGroupOffsetsRequest(groups=[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup(
-                group_id=group_id, topics=None)]), node_id=node)
+            DescribeShareGroupOffsetsRequest(
+                groups=[
+                    DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup(
+                        group_id=group_id, topics=None
+                    )
+                ]
+            ),
+            node_id=node,
+        )
         og = offsets.groups[0]
         if og.error_code:
             raise ConsoleError(code_name(og.error_code) + (f" ({og.error_message})" if og.error_message else ""),
