@@ -198,14 +198,15 @@ def merge_batch(sink: DeltaSink, query: _QueryId | None) -> Callable[[DataFrame,
         # Kept: the statistics and the MERGE both read it, and its plan (an aggregation's, say) runs once.
         rows = rows.persist()
         try:
-            stats = _batch_stats(sink, rows, check_keys=not order)
+            ranged = _ranged_keys(sink, rows)
+            stats = _batch_stats(sink, rows, ranged, check_keys=not order)
             if stats is not None and stats["_dup"] is not None and stats["_dup"] > 1:
                 # Checked, not assumed: a MERGE would insert both rows of a new key.
                 found = stats["_dupkey"].asDict()
                 raise PipelineError(f"delta:{sink.path}: batch {batch_id} holds key {found} more than once; "
                                     "give the sink order_by (which of a key's rows is the newest)")  # fmt: skip
             empty = stats is not None and stats["_n"] == 0
-            on = _merge_condition(sink, rows, stats)
+            on = _merge_condition(sink, ranged, stats)
             _write_merge(batch.sparkSession, sink, rows, batch_id, query, order, on, empty)
         finally:
             rows.unpersist()
@@ -224,12 +225,11 @@ def _ranged_keys(sink: DeltaSink, rows: DataFrame) -> list[str]:
     return [k for k in sink.keys if isinstance(fields.get(k), kinds)]
 
 
-def _batch_stats(sink: DeltaSink, rows: DataFrame, check_keys: bool) -> Any:
+def _batch_stats(sink: DeltaSink, rows: DataFrame, ranged: list[str], check_keys: bool) -> Any:
     """One job for what the merge needs to know of a batch: its key count, the most rows any key has (with
     ``check_keys``) and each ranged key's min, max and non-null count. None when nothing is asked."""
     from pyspark.sql import functions as F
 
-    ranged = _ranged_keys(sink, rows)
     if not ranged and not check_keys:
         return None
     frame, aggs = rows, [F.count(F.lit(1)).alias("_n")]
@@ -245,14 +245,14 @@ def _batch_stats(sink: DeltaSink, rows: DataFrame, check_keys: bool) -> Any:
     return frame.agg(*aggs).collect()[0]
 
 
-def _merge_condition(sink: DeltaSink, rows: DataFrame, stats: Any) -> Column:
+def _merge_condition(sink: DeltaSink, ranged: list[str], stats: Any) -> Column:
     """Null-safe equality on the keys and, with ``prune``, each ranged key's range in this batch as a
     target-only conjunct: Delta prunes files with target-only predicates (partition values, min/max
     statistics), never with the join itself."""
     from pyspark.sql import functions as F
 
     on = functools.reduce(lambda a, b: a & b, [F.col(f"t.`{k}`").eqNullSafe(F.col(f"s.`{k}`")) for k in sink.keys])
-    for i, k in enumerate(_ranged_keys(sink, rows) if stats is not None else []):
+    for i, k in enumerate(ranged if stats is not None else []):
         target, present = F.col(f"t.`{k}`"), stats[f"_c{i}"]
         within = target.between(F.lit(stats[f"_lo{i}"]), F.lit(stats[f"_hi{i}"])) if present else None
         if present < stats["_n"]:  # the batch has null keys: they match the table's nulls

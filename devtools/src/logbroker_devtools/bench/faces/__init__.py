@@ -28,6 +28,21 @@ STREAMS_BATCH = 100
 STREAMS_IN_FLIGHT = 20_000
 
 
+def produce_each(producer: Any, topic: str, value: bytes, n: int, on_delivery: Callable[[Any, Any], None]) -> None:
+    """The raw baseline's send loop: ``n`` produce() calls with a delivery callback (waiting out a full queue),
+    polled every 1,000 sends, then flushed."""
+    for i in range(n):
+        while True:
+            try:
+                producer.produce(topic, value, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        if not i % 1000:
+            producer.poll(0)
+    producer.flush(60)
+
+
 def _mq(bootstrap: str, messages: int) -> dict[str, tuple[float, float]]:
     from logbroker_devtools.bench.faces.mq import run_on
 

@@ -20,6 +20,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from logbroker._kafka import librdkafka_config
 from logbroker.embedded import EmbeddedBroker
 from logbroker.mq import Client, InitialPosition
+from logbroker_devtools.bench.faces import produce_each
 
 
 def _topic(kind: str) -> str:
@@ -36,16 +37,7 @@ def raw_send(client: Client, topic: str, n: int, payload: bytes) -> float:
         done += 1
 
     t = time.perf_counter()
-    for i in range(n):
-        while True:
-            try:
-                p.produce(topic, payload, on_delivery=delivered)
-                break
-            except BufferError:
-                p.poll(0.01)
-        if i % 1000 == 0:
-            p.poll(0)
-    p.flush(60)
+    produce_each(p, topic, payload, n, delivered)
     elapsed = time.perf_counter() - t
     assert done == n, (done, n)
     return elapsed

@@ -15,6 +15,7 @@ import uuid
 from typing import Any
 
 from logbroker.streams import SequenceToken, StreamProvider
+from logbroker_devtools.bench.faces import produce_each
 
 IN_FLIGHT = 2000  # concurrent events in flight (--in-flight)
 
@@ -91,16 +92,7 @@ def raw(bootstrap: str, events: int) -> dict[str, Any]:
     while not c.assignment():
         c.poll(0.1)
     start, cpu = time.perf_counter(), time.process_time()
-    for i in range(events):
-        while True:
-            try:
-                p.produce(topic, value, on_delivery=done)
-                break
-            except BufferError:
-                p.poll(0.01)
-        if not i % 1000:
-            p.poll(0)
-    p.flush(60)
+    produce_each(p, topic, value, events, done)
     published = time.perf_counter() - start
     got = 0
     while got < events:
