@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -60,7 +61,9 @@ class SparkStandalone(_Peer):
                 "SPARK_DAEMON_MEMORY": "384m",
                 # A lost worker is dropped after 10 s (default 60 s). Master and workers must agree: a worker
                 # heartbeats every quarter of its own setting, the master judges by its own.
-                "SPARK_DAEMON_JAVA_OPTS": f"-Dspark.worker.timeout=10 {os.environ.get(SPARK_JAVA_OPTIONS_ENV, '')}"
+                # No REST submission server: it binds the fixed port 6066, which two clusters would share.
+                "SPARK_DAEMON_JAVA_OPTS": "-Dspark.worker.timeout=10 -Dspark.master.rest.enabled=false "
+                f"{os.environ.get(SPARK_JAVA_OPTIONS_ENV, '')}"
                 .strip()}  # fmt: skip
 
     def _class(self, main: str, *args: str) -> list[str]:
@@ -71,9 +74,29 @@ class SparkStandalone(_Peer):
         (self._dir / "work").mkdir()
         master = self._class("org.apache.spark.deploy.master.Master", "--host", LOOPBACK, "--port", str(self.port),
                              "--webui-port", str(self.ui_port))  # fmt: skip
-        self._spawn(master, self._dir / "master.log", env=self._env())
+        log = self._dir / "master.log"
+        proc = self._spawn(master, log, env=self._env())
+        self._read_master_ports(proc, log, time.monotonic() + self.start_timeout)
         for i in range(self.workers):
             self.start_worker(i)
+
+    def _read_master_ports(self, proc: subprocess.Popen[bytes], log: Path, deadline: float) -> None:
+        """Take the ports the master really bound from its log: a port chosen free can be taken before the JVM
+        binds it, and Spark then moves on to the next one (once a console answered /json/ with HTML)."""
+        want = {"sparkMaster": "port", "MasterUI": "ui_port"}
+        found: dict[str, int] = {}
+        while True:
+            text = log.read_text(errors="replace") if log.exists() else ""
+            for name, port in re.findall(r"Successfully started service '(\w+)' on port (\d+)", text):
+                if name in want:
+                    found[name] = int(port)
+            if len(found) == len(want):
+                for name, attr in want.items():
+                    setattr(self, attr, found[name])
+                return
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise PeerError(f"spark master did not bind its ports (exit {proc.poll()}); " + _tail(log, 20))
+            time.sleep(0.1)
 
     def start_worker(self, i: int) -> None:
         """(Re)start worker `i`; `wait_workers` blocks until the master sees it."""
