@@ -14,7 +14,6 @@ import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from itertools import repeat
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -313,27 +312,10 @@ class PullingAgents:
                 sid, events, n, value = got
                 buf = agent.streams.get(sid)
                 if buf is None:
-                    buf = agent.streams[sid] = StreamBuffer()
-                if n == 1:
-                    last = first = new_token(SequenceToken, (p, offset, 0))
-                    buf.tokens.append(first)
-                    if events is None:
-                        buf.events.append(None)
-                        buf.raws.append(value)
-                    else:
-                        buf.events.append(events[0])
-                        buf.raws.append(None)
-                else:
-                    # C loops (map, zip, repeat) rather than a generator: one event's token costs ~60 ns
-                    positions = zip(repeat(p, n), repeat(offset, n), range(n), strict=True)
-                    buf.tokens.extend(map(new_token, repeat(SequenceToken, n), positions))
-                    if events is None:
-                        buf.events.extend([None] * n)
-                        buf.raws.extend([value] * n)
-                    else:
-                        buf.events.extend(events)
-                        buf.raws.extend([None] * n)
-                    first, last = SequenceToken(p, offset, 0), SequenceToken(p, offset, n - 1)
+                    buf = agent.streams[sid] = StreamBuffer(p)
+                buf.add(offset, n, events, value)
+                first = new_token(SequenceToken, (p, offset, 0))
+                last = first if n == 1 else new_token(SequenceToken, (p, offset, n - 1))
                 agent.messages.append(new_cached(Cached, (offset, now, sid, last)))
                 if sid[0] in implicit and sid not in self._implicit_subs:
                     self._activate(sid, first)

@@ -109,12 +109,12 @@ class Subscription:
                 if buf is None:
                     return
                 i = buf.locate(self.after, self._hint)
-                if i >= len(buf.tokens):
+                if i >= buf.end:
                     self._hint = buf.base + i
                     self._raw = self._decoded = None  # caught up: hold no decoded events while idle
                     return
                 self._hint = buf.base + i + 1  # before the await: eviction may compact the lists meanwhile
-                raw, token = buf.raws[i], buf.tokens[i]
+                raw, token = buf.raws[i], buf.token(i)
                 if raw is None:
                     await self._deliver(buf.events[i], token)
                     continue
@@ -310,7 +310,7 @@ class ImplicitSubscriptions:
             return True
         agent = self.agents.get(sub.partition)
         buf = agent.streams.get(sub.sid) if agent is not None else None
-        return buf is not None and buf.locate(sub.after, sub._hint) < len(buf.tokens)
+        return buf is not None and buf.locate(sub.after, sub._hint) < buf.end
 
     def _retire(self, sub: Subscription, *, count: bool = True) -> None:
         """Forget the cursor of an idle implicit subscription; the key's next event activates a new handler.

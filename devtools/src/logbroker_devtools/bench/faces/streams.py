@@ -71,7 +71,10 @@ async def one_case(bootstrap: str, streams: int, events: int, idle_timeout: floa
 
 def raw(bootstrap: str, events: int) -> dict[str, Any]:
     """Raw confluent-kafka, the ratio's baseline: each event a record of ~100 bytes produced (delivery callback
-    per record) and read back by a consumer (the value touched), 4 partitions as the provider's topic."""
+    per record) while a consumer thread reads them back (the value touched), 4 partitions as the provider's
+    topic. Reading runs during the publishing, as a provider's delivery does: both rates then pay for both."""
+    import threading
+
     from confluent_kafka import Consumer, Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -91,13 +94,23 @@ def raw(bootstrap: str, events: int) -> dict[str, Any]:
     c.subscribe([topic])
     while not c.assignment():
         c.poll(0.1)
+    got, finished = 0, 0.0
+
+    def read() -> None:
+        nonlocal got, finished
+        while got < events:
+            got += sum(len(m.value() or b"") > 0 for m in c.consume(1000, 1.0) if m.error() is None)
+        finished = time.perf_counter()
+
+    reader = threading.Thread(target=read, daemon=True)
     start, cpu = time.perf_counter(), time.process_time()
+    reader.start()
     produce_each(p, topic, value, events, done)
     published = time.perf_counter() - start
-    got = 0
-    while got < events:
-        got += sum(len(m.value() or b"") > 0 for m in c.consume(1000, 1.0) if m.error() is None)
-    total = time.perf_counter() - start
+    reader.join(300)
+    if reader.is_alive():
+        raise RuntimeError(f"raw consumer read {got}/{events}")
+    total = finished - start
     cpu = time.process_time() - cpu
     c.close()
     return {"streams": "raw", "events": events, "batch": 1, "published_per_s": round(events / published),
