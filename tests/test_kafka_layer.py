@@ -99,6 +99,81 @@ def test_every_client_kind_is_built_from_settings_and_names_a_refusal_in_the_fac
     assert info.value.kind is Kind.CONFIG
 
 
+# A valid value for every one-sided property the layer knows (the test below checks the table covers them all).
+_CONSUMER_SAMPLES = {
+    "group.id": "g", "group.instance.id": "i", "group.protocol": "classic", "group.protocol.type": "consumer",
+    "group.remote.assignor": "uniform", "partition.assignment.strategy": "range", "session.timeout.ms": 45000,
+    "heartbeat.interval.ms": 3000, "coordinator.query.interval.ms": 600000, "max.poll.interval.ms": 300000,
+    "enable.auto.commit": True, "auto.commit.interval.ms": 5000, "enable.auto.offset.store": True,
+    "queued.min.messages": 100000, "queued.max.messages.kbytes": 65536, "fetch.wait.max.ms": 500,
+    "fetch.queue.backoff.ms": 1000, "fetch.message.max.bytes": 1048576, "max.partition.fetch.bytes": 1048576,
+    "fetch.max.bytes": 52428800, "fetch.min.bytes": 1, "fetch.error.backoff.ms": 500,
+    "isolation.level": "read_committed", "enable.partition.eof": False, "check.crcs": False,
+    "auto.offset.reset": "earliest", "consume.callback.max.messages": 0,
+}  # fmt: skip
+_PRODUCER_SAMPLES = {
+    "transactional.id": "t", "transaction.timeout.ms": 60000, "enable.idempotence": False,
+    "enable.gapless.guarantee": False, "queue.buffering.max.messages": 100000, "queue.buffering.max.kbytes": 1048576,
+    "queue.buffering.max.ms": 5, "linger.ms": 5, "message.send.max.retries": 3, "retries": 3,
+    "queue.buffering.backpressure.threshold": 1, "compression.codec": "none", "compression.type": "none",
+    "compression.level": -1, "batch.num.messages": 10000, "batch.size": 1000000, "delivery.report.only.error": False,
+    "sticky.partitioning.linger.ms": 10, "request.required.acks": "all", "acks": "all", "request.timeout.ms": 30000,
+    "message.timeout.ms": 300000, "delivery.timeout.ms": 300000, "partitioner": "consistent_random",
+}  # fmt: skip
+
+
+def _confwarns(factory: Any, conf: dict[str, Any]) -> list[str]:
+    """librdkafka's CONFWARN lines for a client built from ``conf`` (logs reach a logger on poll)."""
+    records: list[str] = []
+    logger = logging.getLogger(f"test.rdkafka.{unique('w')}")
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
+    handler = logging.Handler()
+    handler.emit = lambda r: records.append(r.getMessage())  # type: ignore[method-assign]
+    logger.addHandler(handler)
+    client = factory({"bootstrap.servers": "127.0.0.1:1", **conf, "logger": logger})
+    client.poll(0)
+    if hasattr(client, "close"):
+        client.close()
+    return [r for r in records if "CONFWARN" in r]
+
+
+def test_one_sided_properties_are_the_ones_librdkafka_ignores_on_the_other_side() -> None:
+    """The table behind ``extra``'s filtering is librdkafka's: each consumer-only property draws a CONFWARN from a
+    producer and each producer-only one from a consumer."""
+    from logbroker._kafka.settings import CONSUMER_ONLY, PRODUCER_ONLY
+
+    assert set(_CONSUMER_SAMPLES) == CONSUMER_ONLY and set(_PRODUCER_SAMPLES) == PRODUCER_ONLY
+    for key, value in _CONSUMER_SAMPLES.items():
+        assert sum("is a consumer property" in w for w in _confwarns(Producer, {key: value})) == 1, key
+    for key, value in _PRODUCER_SAMPLES.items():
+        assert sum("is a producer property" in w for w in _confwarns(Consumer, {"group.id": "g", key: value})) == 1, key
+
+
+@pytest.mark.parametrize(
+    ("build", "factory", "kind"),
+    [(_kafka.producer, Producer, "producer"), (_kafka.admin, AdminClient, "admin"),
+     (_kafka.consumer, Consumer, "consumer")],
+)  # fmt: skip
+def test_shared_extra_reaches_only_the_clients_that_read_it(build: Any, factory: Any, kind: str) -> None:
+    """A face's ``extra`` is shared by its producers, consumers and admin clients: each gets what it reads and
+    logs no warning about the rest; its own ``overrides`` are passed as given."""
+    extra = {"fetch.queue.backoff.ms": 7, "linger.ms": 3, "socket.connection.setup.timeout.ms": 4000}
+    settings = _kafka.KafkaSettings("127.0.0.1:1", extra=extra)
+    conf = _kafka.librdkafka_config(settings, kind, **({"group.id": "g"} if kind == "consumer" else {}))
+    assert conf["socket.connection.setup.timeout.ms"] == 4000
+    assert ("fetch.queue.backoff.ms" in conf) == (kind == "consumer")
+    assert ("linger.ms" in conf) == (kind != "consumer")
+    assert _confwarns(factory, {k: v for k, v in conf.items() if k != "bootstrap.servers"}) == []
+    assert _confwarns(factory, {**librdkafka_all(settings), **({"group.id": "g"} if kind == "consumer" else {})})
+    build(settings, **({"group.id": "g"} if kind == "consumer" else {}))
+
+
+def librdkafka_all(settings: _kafka.KafkaSettings) -> dict[str, Any]:
+    """Everything, for every client (the behaviour without a role): the warning the role avoids."""
+    return {k: v for k, v in _kafka.librdkafka_config(settings).items() if k != "bootstrap.servers"}
+
+
 # -------------------------------------------------------------------------------------- ensure_topics
 
 

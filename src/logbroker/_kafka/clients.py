@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient
 
 from logbroker._kafka.errors import KafkaLayerError, new_client
-from logbroker._kafka.settings import KafkaSettings, librdkafka_config
+from logbroker._kafka.settings import KafkaSettings, Role, librdkafka_config
 
 T = TypeVar("T")
 POLL_S = 0.05  # how long one wait for delivery reports lasts while the queue is full
@@ -32,11 +32,11 @@ Refused = Callable[[str], Exception]
 
 
 def _build(factory: Callable[[dict[str, Any]], T], settings: KafkaSettings, refused: Refused | None,
-           overrides: dict[str, Any]) -> T:  # fmt: skip
+           overrides: dict[str, Any], role: Role) -> T:  # fmt: skip
     """librdkafka checks properties (names, values, TLS files) only when a client is built: a refusal is the
     face's configuration error (``refused(message)``), or a CONFIG `KafkaLayerError` without one."""
     try:
-        return new_client(factory, librdkafka_config(settings, **overrides))
+        return new_client(factory, librdkafka_config(settings, role, **overrides))
     except KafkaLayerError as exc:
         if refused is None:
             raise
@@ -45,20 +45,20 @@ def _build(factory: Callable[[dict[str, Any]], T], settings: KafkaSettings, refu
 
 def producer(settings: KafkaSettings, *, refused: Refused | None = None, **overrides: Any) -> Producer:
     """A producer for ``settings``; librdkafka properties in ``overrides`` win over them."""
-    return _build(Producer, settings, refused, overrides)
+    return _build(Producer, settings, refused, overrides, "producer")
 
 
 def consumer(settings: KafkaSettings, *, refused: Refused | None = None, **overrides: Any) -> Consumer:
-    return _build(Consumer, settings, refused, overrides)
+    return _build(Consumer, settings, refused, overrides, "consumer")
 
 
 def share_consumer(settings: KafkaSettings, *, refused: Refused | None = None, **overrides: Any) -> ShareConsumer:
     """A KIP-932 share-group member (``group.id`` in ``overrides``)."""
-    return _build(ShareConsumer, settings, refused, overrides)
+    return _build(ShareConsumer, settings, refused, overrides, "consumer")
 
 
 def admin(settings: KafkaSettings, *, refused: Refused | None = None, **overrides: Any) -> AdminClient:
-    return _build(AdminClient, settings, refused, overrides)
+    return _build(AdminClient, settings, refused, overrides, "admin")
 
 
 def produce(p: Producer, topic: str, *, wait: float | None = None, **record: Any) -> None:

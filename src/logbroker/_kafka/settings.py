@@ -70,8 +70,34 @@ class KafkaSettings:
         return self.security_protocol.endswith("SSL")
 
 
-def librdkafka_config(settings: KafkaSettings, **overrides: Any) -> dict[str, Any]:
-    """The librdkafka properties of ``settings`` (plus ``overrides``, e.g. ``group.id``), for any client type."""
+# librdkafka properties only one side of a client reads (its CONFIGURATION.md scope C or P; aliases included).
+# ``extra`` is shared by every client of a face, so a consumer tuning passed there would reach its producers and
+# admin clients, each logging a CONFWARN that it ignores it; tests/test_kafka_layer.py holds the table to
+# librdkafka's own warnings.
+CONSUMER_ONLY = frozenset({
+    "group.id", "group.instance.id", "group.protocol", "group.protocol.type", "group.remote.assignor",
+    "partition.assignment.strategy", "session.timeout.ms", "heartbeat.interval.ms", "coordinator.query.interval.ms",
+    "max.poll.interval.ms", "enable.auto.commit", "auto.commit.interval.ms", "enable.auto.offset.store",
+    "queued.min.messages", "queued.max.messages.kbytes", "fetch.wait.max.ms", "fetch.queue.backoff.ms",
+    "fetch.message.max.bytes", "max.partition.fetch.bytes", "fetch.max.bytes", "fetch.min.bytes",
+    "fetch.error.backoff.ms", "isolation.level", "enable.partition.eof", "check.crcs", "auto.offset.reset",
+    "consume.callback.max.messages",
+})  # fmt: skip
+PRODUCER_ONLY = frozenset({
+    "transactional.id", "transaction.timeout.ms", "enable.idempotence", "enable.gapless.guarantee",
+    "queue.buffering.max.messages", "queue.buffering.max.kbytes", "queue.buffering.max.ms", "linger.ms",
+    "message.send.max.retries", "retries", "queue.buffering.backpressure.threshold", "compression.codec",
+    "compression.type", "compression.level", "batch.num.messages", "batch.size", "delivery.report.only.error",
+    "sticky.partitioning.linger.ms", "request.required.acks", "acks", "request.timeout.ms", "message.timeout.ms",
+    "delivery.timeout.ms", "partitioner",
+})  # fmt: skip
+Role = Literal["producer", "consumer", "admin"]
+_NOT_READ_BY: dict[str, frozenset[str]] = {"producer": CONSUMER_ONLY, "admin": CONSUMER_ONLY, "consumer": PRODUCER_ONLY}
+
+
+def librdkafka_config(settings: KafkaSettings, role: Role | None = None, **overrides: Any) -> dict[str, Any]:
+    """The librdkafka properties of ``settings`` (plus ``overrides``, e.g. ``group.id``). With a ``role``, what
+    ``extra`` holds for the other side of the clients is left out (``overrides`` are the caller's own and stay)."""
     s = settings
     conf: dict[str, Any] = {"bootstrap.servers": s.bootstrap_servers, "security.protocol": s.security_protocol}
     if s.client_id:
@@ -88,14 +114,18 @@ def librdkafka_config(settings: KafkaSettings, **overrides: Any) -> dict[str, An
                 conf[name] = str(value)
         if not s.ssl_check_hostname:  # librdkafka checks the host name by default (https, as Kafka)
             conf["ssl.endpoint.identification.algorithm"] = "none"
-    conf.update(s.extra)
+    if role is None:
+        conf.update(s.extra)
+    else:
+        skip = _NOT_READ_BY[role]
+        conf.update((k, v) for k, v in s.extra.items() if k not in skip)
     conf.update(overrides)
     return conf
 
 
-def as_config(target: KafkaSettings | Mapping[str, Any]) -> dict[str, Any]:
+def as_config(target: KafkaSettings | Mapping[str, Any], role: Role | None = None) -> dict[str, Any]:
     """Accept settings or a ready librdkafka dict (the layer's functions take either)."""
-    return librdkafka_config(target) if isinstance(target, KafkaSettings) else dict(target)
+    return librdkafka_config(target, role) if isinstance(target, KafkaSettings) else dict(target)
 
 
 # ------------------------------------------------------------------------ Kafka's client properties

@@ -158,7 +158,7 @@ def ensure_topics(
     by ``timeout``: `BrokerUnreachable` without metadata, `TopicNotReady` when a partition never gets a leader.
     ``admin`` reuses a face's AdminClient (one connection fewer per call).
     """
-    conf = as_config(target)
+    conf = as_config(target, "admin")  # an AdminClient and a Producer: both producer-side handles
     bootstrap = str(conf.get("bootstrap.servers", "?"))
     specs = [t if isinstance(t, TopicSpec) else TopicSpec(t, partitions, replication, dict(configs or {}))
              for t in topics]  # fmt: skip

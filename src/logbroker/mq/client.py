@@ -156,7 +156,7 @@ class Client:
         base = {"acks": "all", "linger.ms": 2, "compression.type": codec,
                 "message.max.bytes": 10 * 1024 * 1024, "enable.idempotence": False}  # fmt: skip
         extra = self.config.kafka.producer if self.config.kafka and self.config.type == "kafka" else {}
-        return _apply_overrides(base, extra, "producer", librdkafka_config(self.settings))
+        return _apply_overrides(base, extra, "producer", librdkafka_config(self.settings, "producer"))
 
     def _consumer_conf(self, subscription: str, buffer_size: int) -> dict[str, Any]:
         mode = self.config.ack_commit
@@ -165,7 +165,7 @@ class Client:
                 "auto.offset.reset": "earliest", "enable.partition.eof": False, "fetch.queue.backoff.ms": 1,
                 "queued.min.messages": max(1, buffer_size), "allow.auto.create.topics": False}  # fmt: skip
         extra = self.config.kafka.consumer if self.config.kafka and self.config.type == "kafka" else {}
-        return _apply_overrides(base, extra, "consumer", librdkafka_config(self.settings))
+        return _apply_overrides(base, extra, "consumer", librdkafka_config(self.settings, "consumer"))
 
     # -- topics
 
