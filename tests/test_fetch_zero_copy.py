@@ -302,6 +302,43 @@ def test_an_answer_the_kernel_will_not_splice_is_copied(tmp_path: Path, monkeypa
         assert got == want and failures["n"] > 0
 
 
+@pytest.mark.parametrize("then", ["would-block", "no-splice"])
+def test_an_answer_the_socket_takes_in_pieces_arrives_whole(
+    then: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The broker sends what the socket takes at once itself and leaves the rest to the event loop: a range
+    cut short after a few bytes (the socket full, or the kernel refusing to go on) still arrives whole and
+    in order, from where the first sendfile stopped (an in-process broker, os.sendfile made to stop early)."""
+    import errno
+
+    from logbroker.embedded import EmbeddedBroker
+
+    real = os.sendfile
+    calls = {"cut": 0}
+
+    def piecemeal(out_fd: int, in_fd: int, offset: int | None, count: int) -> int:
+        calls["cut"] += 1
+        if then == "would-block":  # every other call: 100 bytes, then the socket is "full"
+            if calls["cut"] % 2:
+                return real(out_fd, in_fd, offset, min(count, 100))
+            raise BlockingIOError(errno.EAGAIN, "try again")
+        if calls["cut"] == 1:  # 100 bytes, then the kernel refuses to splice any more
+            return real(out_fd, in_fd, offset, min(count, 100))
+        raise OSError(errno.EINVAL, "no splice today")
+
+    with EmbeddedBroker(tmp_path / "data") as broker:
+        topic = f"zc-pieces-{then}"
+        create_topic(broker.bootstrap, topic)
+        want = _values(6, "p")
+        _produce(broker.bootstrap, topic, want)
+        monkeypatch.setattr(os, "sendfile", piecemeal)
+        try:
+            got = _consume(broker.bootstrap, topic, len(want))
+        finally:
+            monkeypatch.setattr(os, "sendfile", real)
+        assert got == want and calls["cut"] >= 2
+
+
 def test_answers_in_flight_share_their_segments_descriptor(tmp_path: Path) -> None:
     """Forty clients that never read a large answer: each costs the broker its socket, not a descriptor
     of the stored file more (answers from one segment pin its one descriptor)."""
