@@ -14,7 +14,8 @@ Each produce writes --mb MB of 1 KB records (acks=all, no compression) to a fres
 Shapes: the producer's batch size and linger: 1m (1,000,000 bytes, 5 ms), 64k (65,536, 5 ms) and 16k (16,384, the Java
 client's default, 5 ms). Consumers read back the kcat 1m topic: kcat -C (librdkafka, its defaults: 1 MB per
 partition and fetch) and ConsumerPerformance (the Java client, its defaults: 1 MB per partition, 50 MB per fetch).
-The broker's CPU (user + system, every process of its tree, from /proc) is read from when the generator holds its
+Every produce row runs on a broker of its own, started for it (see `one_target`); the consumers read on the kcat 1m
+one. The broker's CPU (user + system, every process of its tree, from /proc) is read from when the generator holds its
 connection (ProducerPerformance: from when the tool starts, its JVM start-up is a second or two of an idle broker,
 subtracted at the broker's own idle rate, measured first) to when it exits. --hogs N runs N busy loops beside the
 brokers (a busy machine). The one-record-per-request rows are `logbroker bench --workloads native`'s.
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import statistics
@@ -132,35 +134,41 @@ def produce(gen: str, boot: str, view: BrokerView, idle: float, topic: str, shap
     return max(view.cpu() - marks["c0"] - idle * wall, 0.0), wall
 
 
+def _perf_seconds(bootstrap: str, topic: str, records: int) -> float:
+    return consumer_perf(bootstrap, topic, records, SIZE).seconds
+
+
 def one_target(name: str, args: argparse.Namespace, payload: Path, records: int) -> list[dict[str, Any]]:
+    """Every (generator, shape) produce on a broker of its own, started on an empty data directory; the kcat 1m
+    topic is read back on its broker. Fresh brokers because the machine's own write path is not steady: on this
+    VM the fourth GB written by one broker process cost 2.2-2.9 s/GB against 0.7 for each of the first three, all
+    of it system time in the kernel's copy into the page cache (perf: copy_folio_from_iter_atomic, 67%), so rows
+    measured late in a long run would be charged for it."""
     rows: list[dict[str, Any]] = []
     gb = records * SIZE / 1e9
-    with tempfile.TemporaryDirectory(prefix="cpu-per-gb-", dir=args.workdir) as tmp, broker(name, Path(tmp)) as boot:
-        view = BrokerView.find(boot)
-        assert view is not None, "the broker's process was not found"
-        warm = create(boot)  # JIT, caches: not measured
-        lbload(boot, warm, clients=1, records=min(records, 100_000), size=SIZE, partitions=1)
-        idle = idle_rate(view)
-        read_back = None
-        for gen in args.generators:
-            for shape in args.shapes:
+
+    def row(kind: str, gen: str, shape: str, cpu: float, wall: float) -> None:
+        rows.append({"target": name, "kind": kind, "generator": gen, "shape": shape,
+                     "cpu_s_per_gb": round(cpu / gb, 3), "mb_per_s": round(gb * 1e3 / wall, 1)})  # fmt: skip
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+
+    for gen in args.generators:
+        for shape in args.shapes:
+            with tempfile.TemporaryDirectory(prefix="cpu-per-gb-", dir=args.workdir) as tmp, \
+                    broker(name, Path(tmp)) as boot:  # fmt: skip
+                view = BrokerView.find(boot)
+                assert view is not None, "the broker's process was not found"
+                warm = create(boot)  # JIT, caches: not measured
+                lbload(boot, warm, clients=1, records=min(records, 100_000), size=SIZE, partitions=1)
+                idle = idle_rate(view)
                 topic = create(boot)
-                cpu, wall = produce(gen, boot, view, idle, topic, SHAPES[shape], records, payload)
-                if gen == "kcat" and shape == "1m":
-                    read_back = topic
-                rows.append({"target": name, "kind": "produce", "generator": gen, "shape": shape,
-                             "cpu_s_per_gb": round(cpu / gb, 3), "mb_per_s": round(gb * 1e3 / wall, 1)})  # fmt: skip
-                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-        if read_back is not None:
-            topic = read_back
-            for gen in ("kcat", "perf"):
-                if gen == "kcat":
-                    cpu, wall = timed(view, idle, lambda: kcat_consume(boot, topic, records))
-                else:
-                    cpu, wall = timed(view, idle, lambda: consumer_perf(boot, topic, records, SIZE).seconds)
-                rows.append({"target": name, "kind": "consume", "generator": gen, "shape": "defaults",
-                             "cpu_s_per_gb": round(cpu / gb, 3), "mb_per_s": round(gb * 1e3 / wall, 1)})  # fmt: skip
-                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+                row("produce", gen, shape, *produce(gen, boot, view, idle, topic, SHAPES[shape], records, payload))
+                if gen != "kcat" or shape != "1m":
+                    continue
+                cpu, wall = timed(view, idle, functools.partial(kcat_consume, boot, topic, records))
+                row("consume", "kcat", "defaults", cpu, wall)
+                cpu, wall = timed(view, idle, functools.partial(_perf_seconds, boot, topic, records))
+                row("consume", "perf", "defaults", cpu, wall)
     return rows
 
 
