@@ -275,31 +275,37 @@ def test_a_client_closing_during_a_long_poll_is_no_warning(tmp_path: Path) -> No
         proc.kill()
 
 
-def test_an_answer_the_kernel_will_not_splice_is_copied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """When sendfile fails before a byte goes out and the client is still there, the answer is sent by
-    copying its stored bytes instead of closing the connection (an in-process broker, os.sendfile failing)."""
-    import errno
-
+def _read_back_with(sendfile: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, topic: str) -> None:
+    """Six large records produced to an in-process broker, then read back while ``os.sendfile`` is ``sendfile``:
+    they must arrive whole and in order."""
     from logbroker.embedded import EmbeddedBroker
 
-    real = os.sendfile
+    with EmbeddedBroker(tmp_path / "data") as broker:
+        create_topic(broker.bootstrap, topic)
+        want = _values(6, topic[-1])
+        _produce(broker.bootstrap, topic, want)
+        real = os.sendfile
+        monkeypatch.setattr(os, "sendfile", sendfile)
+        try:
+            got = _consume(broker.bootstrap, topic, len(want))
+        finally:
+            monkeypatch.setattr(os, "sendfile", real)
+        assert got == want
+
+
+def test_an_answer_the_kernel_will_not_splice_is_copied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """When sendfile fails before a byte goes out and the client is still there, the answer is sent by
+    copying its stored bytes instead of closing the connection (os.sendfile failing)."""
+    import errno
+
     failures = {"n": 0}
 
     def failing(out_fd: int, in_fd: int, offset: int | None, count: int) -> int:
         failures["n"] += 1
         raise OSError(errno.EINVAL, "no splice today")
 
-    with EmbeddedBroker(tmp_path / "data") as broker:
-        topic = "zc-copied"
-        create_topic(broker.bootstrap, topic)
-        want = _values(6, "c")
-        _produce(broker.bootstrap, topic, want)
-        monkeypatch.setattr(os, "sendfile", failing)
-        try:
-            got = _consume(broker.bootstrap, topic, len(want))
-        finally:
-            monkeypatch.setattr(os, "sendfile", real)
-        assert got == want and failures["n"] > 0
+    _read_back_with(failing, tmp_path, monkeypatch, "zc-copied")
+    assert failures["n"] > 0
 
 
 @pytest.mark.parametrize("then", ["would-block", "no-splice"])
@@ -308,10 +314,8 @@ def test_an_answer_the_socket_takes_in_pieces_arrives_whole(
 ) -> None:
     """The broker sends what the socket takes at once itself and leaves the rest to the event loop: a range
     cut short after a few bytes (the socket full, or the kernel refusing to go on) still arrives whole and
-    in order, from where the first sendfile stopped (an in-process broker, os.sendfile made to stop early)."""
+    in order, from where the first sendfile stopped (os.sendfile made to stop early)."""
     import errno
-
-    from logbroker.embedded import EmbeddedBroker
 
     real = os.sendfile
     calls = {"cut": 0}
@@ -326,17 +330,8 @@ def test_an_answer_the_socket_takes_in_pieces_arrives_whole(
             return real(out_fd, in_fd, offset, min(count, 100))
         raise OSError(errno.EINVAL, "no splice today")
 
-    with EmbeddedBroker(tmp_path / "data") as broker:
-        topic = f"zc-pieces-{then}"
-        create_topic(broker.bootstrap, topic)
-        want = _values(6, "p")
-        _produce(broker.bootstrap, topic, want)
-        monkeypatch.setattr(os, "sendfile", piecemeal)
-        try:
-            got = _consume(broker.bootstrap, topic, len(want))
-        finally:
-            monkeypatch.setattr(os, "sendfile", real)
-        assert got == want and calls["cut"] >= 2
+    _read_back_with(piecemeal, tmp_path, monkeypatch, f"zc-pieces-{then}")
+    assert calls["cut"] >= 2
 
 
 def test_answers_in_flight_share_their_segments_descriptor(tmp_path: Path) -> None:
