@@ -1,7 +1,7 @@
 """Rows/s of the Delta `merge` sink (logbroker.spark.pipeline.merge_batch) into a large table, with its file counts.
 
     .venv/bin/python benchmarks/delta_merge.py [--keys 1000000] [--rows 20000,100000] [--batches 8]
-                                               [--patterns recent,random] [--variants plain,prune,dv]
+                                               [--patterns recent,random] [--variants plain,prune,dv,rs]
                                                [--compact-every 0] [--json out.json]
 
 One SparkSession (local[2], the session logbroker.spark.session() builds). For each variant, pattern and batch
@@ -12,11 +12,12 @@ batch: the table's file count and size, and the time of one full read (count and
 small files and deletion vectors cost readers.
 
 Patterns: "recent" (a rollup's: half of each batch updates the newest tenth of the keys, half adds new keys, so the
-table grows at its end) and "random" (updates anywhere in the table). Variants: "plain" (what the sink did before:
-every file is scanned and every touched file rewritten whole), "prune" (the batch's key ranges in the merge
-condition: files outside them are neither scanned nor rewritten), "dv" (prune, and a table with deletion vectors:
-touched files get a vector instead of a rewrite). Keys are (window_start BIGINT, event_type STRING), 40 types per
-window, as a rollup's.
+table grows at its end) and "random" (updates anywhere in the table). Variants, the first three Spark's MERGE:
+"plain" (every file is scanned and every touched file rewritten whole), "prune" (the batch's key ranges in the
+merge condition: files outside them are neither scanned nor rewritten), "dv" (prune, and a table with deletion
+vectors: touched files get a vector instead of a rewrite); "rs" is prune with engine auto (the default: delta-rs
+on a local master, the batch collected to the driver as Arrow and merged there). Keys are (window_start
+BIGINT, event_type STRING), 40 types per window, as a rollup's.
 """
 
 from __future__ import annotations
@@ -72,8 +73,8 @@ def one(spark: Any, workdir: Path, variant: str, pattern: str, keys: int, batche
 
     path = str(workdir / f"{variant}-{pattern}-{rows}")
     sink = DeltaSink(type="delta", path=path, mode="merge", keys=["window_start", "event_type"],
-                     deletion_vectors=variant == "dv", prune=variant != "plain",
-                     compact_every=compact_every)  # fmt: skip
+                     deletion_vectors=variant == "dv", prune=variant != "plain", compact_every=compact_every,
+                     engine="auto" if variant == "rs" else "spark")  # fmt: skip
     query = _QueryId()
     query.set(uuid.uuid4().hex)
     merge = merge_batch(sink, query)
@@ -113,7 +114,7 @@ def main() -> None:
     ap.add_argument("--rows", default="20000,100000", help="comma-separated batch sizes")
     ap.add_argument("--batches", type=int, default=8)
     ap.add_argument("--patterns", default="recent,random")
-    ap.add_argument("--variants", default="plain,prune,dv")
+    ap.add_argument("--variants", default="plain,prune,dv,rs")
     ap.add_argument("--compact-every", type=int, default=0, help="the sink's compact_every (0: never)")
     ap.add_argument("--workdir", help="where tables live (default: the temp dir)")
     ap.add_argument("--json", type=Path, help="also write the results here")
@@ -129,6 +130,7 @@ def main() -> None:
     try:
         # untimed: the JVM's first MERGE (class loading, JIT) is not the sink's cost
         one(spark, workdir, "prune", "recent", 50_000, 2, 5_000, 0)
+        one(spark, workdir, "rs", "recent", 50_000, 2, 5_000, 0)
         for rows in [int(r) for r in args.rows.split(",")]:
             for pattern in args.patterns.split(","):
                 for variant in args.variants.split(","):

@@ -82,7 +82,8 @@ def delta_history(path: Path) -> list[dict[str, Any]]:
 def test_kill_9_between_the_delta_commit_and_the_checkpoint_commit(backend: str, tmp_path: Path) -> None:
     """The pipeline dies (process group, JVM included) right after a batch's MERGE committed and before Spark
     recorded the batch as done. The restart replays that batch: the table gets no second commit for it, and
-    ends holding every key once with its newest row (greatest timestamp) from the topic."""
+    ends holding every key once with its newest row (greatest timestamp) from the topic. The merges are
+    delta-rs' (the default engine on a local master); Spark's are replayed in tests/test_spark_pipeline.py."""
     topic = create_named_topic(backend, unique("delta-kill"), 3)
     records = [(i % 3, f"k{i % 40}", f"v{i}", T0 + i) for i in range(600)]
     acked = produce(backend, topic, records)
@@ -99,6 +100,8 @@ def test_kill_9_between_the_delta_commit_and_the_checkpoint_commit(backend: str,
     commits = checkpoint / "0" / "commits"
     assert sorted(p.name for p in commits.iterdir() if p.name.isdigit()) == ["0"], "batch 1 must not be committed"
     assert [h["operation"] for h in delta_history(table)] == ["WRITE", "MERGE"], "batch 1's MERGE must be in"
+    # local[2] and a local table: the sink's default engine merges with delta-rs (its txn action is the tag)
+    assert delta_history(table)[1]["engineInfo"].startswith("delta-rs"), delta_history(table)[1]
 
     done = worker(kill_after=-1)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -175,6 +175,13 @@ OK_SPEC: dict[str, Any] = {
         ({"sinks": [{"type": "delta", "path": "p", "mode": "merge"}]}, "sinks.0.keys: mode merge needs keys"),
         ({"sinks": [{"type": "delta", "path": "p", "keys": ["k"]}]}, "sinks.0.keys: applies to mode merge only"),
         ({"sinks": [{"type": "delta", "path": "p", "mode": "upsert", "keys": ["k"]}]}, "sinks.0.mode: "),
+        ({"sinks": [{"type": "delta", "path": "s3a://b/t", "mode": "merge", "keys": ["k"], "engine": "delta-rs"}]},
+         "sinks.0.engine: delta-rs here writes local paths only"),
+        ({"sinks": [{"type": "delta", "path": "p", "mode": "merge", "keys": ["k"], "engine": "delta-rs",
+                     "deletion_vectors": True}]}, "sinks.0.engine: delta-rs does not write deletion vectors"),
+        ({"sinks": [{"type": "delta", "path": "p", "engine": "spark"}]}, "sinks.0.engine: applies to mode merge only"),
+        ({"sinks": [{"type": "delta", "path": "p", "mode": "merge", "keys": ["k"], "engine": "duckdb"}]},
+         "sinks.0.engine: "),
         ({"sinks": [{"path": "x"}]}, "sinks.0.type: Field required"),
         ({"sinks": [{"type": "s3"}]}, "sinks.0.type: must be one of console, delta, parquet, topic"),
         ({"sinks": []}, "sinks: "),
@@ -377,16 +384,19 @@ def test_checkpoint_refuses_another_sink_and_bad_sql_is_one_error(
     assert "\n" not in str(info.value)
 
 
-def test_delta_merge_applies_each_batch_once_and_the_newest_row_wins(spark: SparkSession, tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["spark", "delta-rs"])
+def test_delta_merge_applies_each_batch_once_and_the_newest_row_wins(
+    spark: SparkSession, tmp_path: Path, engine: str
+) -> None:
     """A batch tagged with the query's id is applied once however often it is replayed (Delta's txnAppId /
     txnVersion); of one key's rows the greatest by order_by wins, in a batch and against the table; null keys
-    match null keys; without an order a batch with a key twice is refused, naming the key."""
+    match null keys; without an order a batch with a key twice is refused, naming the key. Both engines."""
     from logbroker.spark.pipeline import PipelineError, _QueryId, merge_batch
     from logbroker.spark.spec import DeltaSink
 
     path = str(tmp_path / "t")
     schema = "k STRING, g INT, n LONG, ts LONG"
-    sink = DeltaSink(type="delta", path=path, mode="merge", keys=["k", "g"], order_by=["ts"])
+    sink = DeltaSink(type="delta", path=path, mode="merge", keys=["k", "g"], order_by=["ts"], engine=engine)
     query = _QueryId()
     query.set("query-1")
     merge = merge_batch(sink, query)
@@ -418,17 +428,20 @@ def test_delta_merge_applies_each_batch_once_and_the_newest_row_wins(spark: Spar
     v0 = sorted((tuple(r) for r in spark.read.format("delta").option("versionAsOf", 0).load(path).collect()), key=repr)
     assert v0 == sorted([("a", 1, 11, 2), ("b", 1, 20, 1), ("c", None, 30, 1)], key=repr)
 
-    unordered = DeltaSink(type="delta", path=path, mode="merge", keys=["k", "g"])
+    unordered = DeltaSink(type="delta", path=path, mode="merge", keys=["k", "g"], engine=engine)
     twice = r"batch 7 holds key \{'k': 'z', 'g': 5\} more than once; give the sink order_by"
     with pytest.raises(PipelineError, match=twice):
         merge_batch(unordered, None)(spark.createDataFrame([("z", 5, 1, 1), ("z", 5, 2, 1)], schema).drop("ts"), 7)
 
 
-def test_delta_merge_skips_files_outside_the_batch_and_compacts(spark: SparkSession, tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["spark", "delta-rs"])
+def test_delta_merge_skips_files_outside_the_batch_and_compacts(
+    spark: SparkSession, tmp_path: Path, engine: str
+) -> None:
     """With prune the batch's key range joins the merge condition, so a MERGE never opens the files that
     cannot hold its keys: one of them is moved away while the merges run, and only the unpruned sink
-    fails for it. Deletion vectors mark replaced rows instead of copying their files' other rows;
-    compact_every runs OPTIMIZE."""
+    fails for it, on both engines. Deletion vectors (Spark) mark replaced rows instead of copying their
+    files' other rows; compact_every runs OPTIMIZE."""
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
@@ -442,7 +455,8 @@ def test_delta_merge_skips_files_outside_the_batch_and_compacts(spark: SparkSess
 
     def merged(**options: Any) -> tuple[str, list[Any]]:
         path = str(tmp_path / "-".join(f"{k}{v}" for k, v in options.items()))
-        merge = merge_batch(DeltaSink(type="delta", path=path, mode="merge", keys=["k"], **options), query)
+        sink = DeltaSink(type="delta", path=path, mode="merge", keys=["k"], engine=engine, **options)
+        merge = merge_batch(sink, query)
         merge(spark.range(1000).selectExpr("2 * id AS k", "0L AS v").repartitionByRange(4, "k"), 0)
         files = spark.read.format("delta").load(path).groupBy(F.input_file_name().alias("f")).agg(F.min("k"))
         last = Path(urlparse(max(files.collect(), key=lambda r: r[1])["f"]).path)  # keys 1500-1998
@@ -456,15 +470,65 @@ def test_delta_merge_skips_files_outside_the_batch_and_compacts(spark: SparkSess
         assert {r["k"]: r["v"] for r in spark.read.format("delta").load(path).collect()} == want
         return path, DeltaTable.forPath(spark, path).history().orderBy("version").collect()
 
-    path, history = merged(deletion_vectors=True, compact_every=3)
+    path, history = merged(deletion_vectors=engine == "spark", compact_every=3)
     assert [h["operation"] for h in history] == ["WRITE", "MERGE", "MERGE", "MERGE", "OPTIMIZE"]
-    for h in history[1:4]:
-        assert h["operationMetrics"]["numTargetRowsCopied"] == "0", h  # a vector, not a copy of 240 rows
-        assert int(h["operationMetrics"]["numTargetDeletionVectorsAdded"]) >= 1, h
-    assert DeltaTable.forPath(spark, path).detail().collect()[0]["properties"]["delta.enableDeletionVectors"] == "true"
+    if engine == "spark":
+        for h in history[1:4]:
+            assert h["operationMetrics"]["numTargetRowsCopied"] == "0", h  # a vector, not a copy of 240 rows
+            assert int(h["operationMetrics"]["numTargetDeletionVectorsAdded"]) >= 1, h
+        props = DeltaTable.forPath(spark, path).detail().collect()[0]["properties"]
+        assert props["delta.enableDeletionVectors"] == "true"
+    else:  # delta-rs' own metrics: of the table's four files each MERGE read one
+        for h in history[1:4]:
+            assert h["engineInfo"].startswith("delta-rs"), h
+            assert h["operationMetrics"]["num_target_files_scanned"] == "1", h
+            assert h["operationMetrics"]["num_target_files_skipped_during_scan"] == "3", h
 
-    with pytest.raises(Exception, match=r"FILE_NOT_EXIST|FileNotFound"):
+    with pytest.raises(Exception, match=r"FILE_NOT_EXIST|FileNotFound|not found: No such file"):
         merged(prune=False)  # scans every file, the one moved away too
+
+
+def test_delta_merge_auto_engine_hands_spark_what_delta_rs_should_not_take(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """engine auto merges with delta-rs on a local master, and with Spark a batch over delta_rs.LOCAL_ROWS
+    (made 5 here) and a table with deletion vectors, which delta-rs does not write; engine delta-rs refuses
+    that table in one line rather than falling back."""
+    from delta.tables import DeltaTable
+
+    from logbroker.spark import delta_rs
+    from logbroker.spark.pipeline import PipelineError, _QueryId, merge_batch
+    from logbroker.spark.spec import DeltaSink
+
+    monkeypatch.setattr(delta_rs, "LOCAL_ROWS", 5)
+    query = _QueryId()
+    query.set("query-1")
+
+    def engines(path: str) -> list[str]:
+        history = DeltaTable.forPath(spark, path).history().orderBy("version").collect()
+        return [h["engineInfo"].split("/")[0].split(":")[0] for h in history[1:]]
+
+    plain, vectors = str(tmp_path / "plain"), str(tmp_path / "vectors")
+    merge = merge_batch(DeltaSink(type="delta", path=plain, mode="merge", keys=["k"]), query)
+    merge(spark.range(10).selectExpr("id AS k", "0L AS v"), 0)
+    merge(spark.range(3).selectExpr("id AS k", "1L AS v"), 1)  # 3 rows: delta-rs
+    merge(spark.range(20).selectExpr("id AS k", "2L AS v"), 2)  # 20 rows: Spark
+    # Replays through the other engine: each sees the other's transaction id and skips the batch.
+    merge(spark.range(2).selectExpr("id AS k", "3L AS v"), 2)
+    merge(spark.range(30).selectExpr("id AS k", "4L AS v"), 1)
+    assert engines(plain) == ["delta-rs", "Apache-Spark"]
+    assert sorted(tuple(r) for r in spark.read.format("delta").load(plain).collect()) == [(k, 2) for k in range(20)]
+
+    sink = DeltaSink(type="delta", path=vectors, mode="merge", keys=["k"], deletion_vectors=True)
+    merge = merge_batch(sink, query)
+    merge(spark.range(10).selectExpr("id AS k", "0L AS v"), 0)
+    merge(spark.range(3).selectExpr("id AS k", "1L AS v"), 1)
+    assert engines(vectors) == ["Apache-Spark"]
+    insisting = DeltaSink(type="delta", path=vectors, mode="merge", keys=["k"], engine="delta-rs")
+    with pytest.raises(
+        PipelineError, match=r"delta-rs does not write this table \(deletionVectors\); use engine spark"
+    ):
+        merge_batch(insisting, query)(spark.range(3).selectExpr("id AS k", "2L AS v"), 2)
 
 
 # ------------------------------------------------------------------------------------------ waiting

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+from logbroker.spark import delta_rs
 from logbroker.spark.decode import ARCHIVE_SCHEMA, decode
 from logbroker.spark.produce import ProduceError, produce_frame
 from logbroker.spark.spec import (
@@ -195,23 +196,37 @@ def merge_batch(sink: DeltaSink, query: _QueryId | None) -> Callable[[DataFrame,
             keys = [F.col(f"`{k}`") for k in sink.keys]
             newest = Window.partitionBy(*keys).orderBy(*[F.col(f"`{c}`").desc_nulls_last() for c in order])
             rows = batch.withColumn("_rn", F.row_number().over(newest)).where("_rn = 1").drop("_rn")
-        # Kept: the statistics and the MERGE both read it, and its plan (an aggregation's, say) runs once.
+        # Kept: the statistics (or the count) and the MERGE both read it, and its plan (an aggregation's, say)
+        # runs once.
         rows = rows.persist()
         try:
+            spark = batch.sparkSession
+            local = _local_table(spark, sink)
+            if local is not None and (sink.engine == "delta-rs" or rows.count() <= delta_rs.LOCAL_ROWS):
+                table = rows.toArrow()
+                if not order:
+                    _refuse_duplicates(sink, batch_id, delta_rs.duplicate(table, sink.keys))
+                if table.num_rows:  # an empty batch makes no commit
+                    compact = bool(sink.compact_every and batch_id > 0 and batch_id % sink.compact_every == 0)
+                    app = query.get() if query is not None else None
+                    delta_rs.merge(local, table, sink.keys, order, sink.prune, app, batch_id, compact)
+                return
             ranged = _ranged_keys(sink, rows)
             stats = _batch_stats(sink, rows, ranged, check_keys=not order)
-            if stats is not None and stats["_dup"] is not None and stats["_dup"] > 1:
-                # Checked, not assumed: a MERGE would insert both rows of a new key.
-                found = stats["_dupkey"].asDict()
-                raise PipelineError(f"delta:{sink.path}: batch {batch_id} holds key {found} more than once; "
-                                    "give the sink order_by (which of a key's rows is the newest)")  # fmt: skip
-            empty = stats is not None and stats["_n"] == 0
-            on = _merge_condition(sink, ranged, stats)
-            _write_merge(batch.sparkSession, sink, rows, batch_id, query, order, on, empty)
+            if stats["_dup"] is not None and stats["_dup"] > 1:
+                _refuse_duplicates(sink, batch_id, stats["_dupkey"].asDict())
+            _write_merge(spark, sink, rows, batch_id, query, order, ranged, stats)
         finally:
             rows.unpersist()
 
     return merge
+
+
+def _refuse_duplicates(sink: DeltaSink, batch_id: int, key: dict[str, Any] | None) -> None:
+    """Checked, not assumed: a MERGE would insert both rows of a new key."""
+    if key is not None:
+        raise PipelineError(f"delta:{sink.path}: batch {batch_id} holds key {key} more than once; "
+                            "give the sink order_by (which of a key's rows is the newest)")  # fmt: skip
 
 
 def _ranged_keys(sink: DeltaSink, rows: DataFrame) -> list[str]:
@@ -226,12 +241,10 @@ def _ranged_keys(sink: DeltaSink, rows: DataFrame) -> list[str]:
 
 
 def _batch_stats(sink: DeltaSink, rows: DataFrame, ranged: list[str], check_keys: bool) -> Any:
-    """One job for what the merge needs to know of a batch: its key count, the most rows any key has (with
-    ``check_keys``) and each ranged key's min, max and non-null count. None when nothing is asked."""
+    """One job for what the merge needs to know of a batch: its row count, the most rows any key has (with
+    ``check_keys``) and each ranged key's min, max and non-null count."""
     from pyspark.sql import functions as F
 
-    if not ranged and not check_keys:
-        return None
     frame, aggs = rows, [F.count(F.lit(1)).alias("_n")]
     if check_keys:
         keys = [F.col(f"`{k}`") for k in sink.keys]
@@ -252,7 +265,7 @@ def _merge_condition(sink: DeltaSink, ranged: list[str], stats: Any) -> Column:
     from pyspark.sql import functions as F
 
     on = functools.reduce(lambda a, b: a & b, [F.col(f"t.`{k}`").eqNullSafe(F.col(f"s.`{k}`")) for k in sink.keys])
-    for i, k in enumerate(ranged if stats is not None else []):
+    for i, k in enumerate(ranged):
         target, present = F.col(f"t.`{k}`"), stats[f"_c{i}"]
         within = target.between(F.lit(stats[f"_lo{i}"]), F.lit(stats[f"_hi{i}"])) if present else None
         if present < stats["_n"]:  # the batch has null keys: they match the table's nulls
@@ -262,9 +275,9 @@ def _merge_condition(sink: DeltaSink, ranged: list[str], stats: Any) -> Column:
 
 
 def _write_merge(spark: SparkSession, sink: DeltaSink, rows: DataFrame, batch_id: int, query: _QueryId | None,
-                 order: list[str], on: Column, empty: bool) -> None:  # fmt: skip
-    """One batch's rows (one per key) into the table: created by the first, merged into after. With an order, a row
-    replaces the table's only if it is not older (a late record does not undo a newer one)."""
+                 order: list[str], ranged: list[str], stats: Any) -> None:  # fmt: skip
+    """One batch's rows (one per key) into the table by Spark: created by the first, merged into after. With an
+    order, a row replaces the table's only if it is not older (a late record does not undo a newer one)."""
     from delta.tables import DeltaTable
 
     app = query.get() if query is not None else None
@@ -278,7 +291,7 @@ def _write_merge(spark: SparkSession, sink: DeltaSink, rows: DataFrame, batch_id
             writer = writer.option("delta.enableDeletionVectors", "true")
         writer.save(sink.path)
         return
-    if empty:  # nothing to merge, and no commit to make
+    if not stats["_n"]:  # nothing to merge, and no commit to make
         return
     if app is not None:  # this query's own session (a clone per query): no other writer sees these
         spark.conf.set("spark.databricks.delta.write.txnAppId", app)
@@ -289,7 +302,7 @@ def _write_merge(spark: SparkSession, sink: DeltaSink, rows: DataFrame, batch_id
 
     newer = f"{struct('s')} >= {struct('t')}" if order else None
     try:
-        (DeltaTable.forPath(spark, sink.path).alias("t").merge(rows.alias("s"), on)
+        (DeltaTable.forPath(spark, sink.path).alias("t").merge(rows.alias("s"), _merge_condition(sink, ranged, stats))
          .whenMatchedUpdateAll(condition=newer).whenNotMatchedInsertAll().execute())  # fmt: skip
     finally:
         if app is not None:
@@ -298,6 +311,29 @@ def _write_merge(spark: SparkSession, sink: DeltaSink, rows: DataFrame, batch_id
     if sink.compact_every and batch_id > 0 and batch_id % sink.compact_every == 0:
         # Not tagged: compaction changes no data, so a replayed batch compacting again loses nothing.
         DeltaTable.forPath(spark, sink.path).optimize().executeCompaction()
+
+
+def _local_table(spark: SparkSession, sink: DeltaSink) -> Any:
+    """The existing table as delta-rs opens it when batches may merge there (`logbroker.spark.delta_rs`), else
+    None (Spark merges, or creates the table). ``engine: auto`` picks delta-rs for a local master and path and a
+    protocol it writes (and batches of at most delta_rs.LOCAL_ROWS rows); ``delta-rs`` insists on it."""
+    if sink.engine == "spark":
+        return None
+    path = delta_rs.local_path(sink.path)
+    if sink.engine == "auto" and (path is None or not delta_rs.available()
+                                  or not spark.sparkContext.master.startswith("local")):  # fmt: skip
+        return None
+    if path is None or not delta_rs.available():
+        raise PipelineError(f"delta:{sink.path}: engine delta-rs needs a local path and the deltalake package "
+                            "(pip install 'logbroker[spark]')")  # fmt: skip
+    try:
+        return delta_rs.open_writable(path)
+    except delta_rs.NotWritable as exc:
+        if sink.engine == "auto":
+            return None
+        raise PipelineError(
+            f"delta:{sink.path}: delta-rs does not write this table ({exc}); use engine spark"
+        ) from None
 
 
 def _check_delta(spark: SparkSession, spec: PipelineSpec, df: DataFrame) -> None:
