@@ -217,6 +217,59 @@ def _open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def test_a_fetch_sent_before_the_clients_end_of_stream_is_answered_then_closed(target: str) -> None:
+    """A client that sends a (long-polling) fetch and then ends its stream (shutdown SHUT_WR) gets its answer, and
+    then the broker closes: Kafka reads the end only once the muted channel's answer is out, and logbroker, whose
+    transport keeps reading while a fetch waits, holds the close until what it was asked is answered."""
+    topic = f"zc-eof-{uuid.uuid4().hex[:6]}"
+    create_topic(target, topic)
+    _produce(target, topic, _values(3, "e"))
+    host, port = target.rsplit(":", 1)
+    with Connection(host, int(port)) as c:
+        cid, version, spec = c.send(
+            fetch_request(topic, 0, 0, max_wait_ms=400, max_bytes=8 << 20, min_bytes=50_000_000)
+        )
+        c.sock.shutdown(socket.SHUT_WR)
+        resp = c.receive(spec, version, cid)
+        assert len(decode_records(resp.responses[0].partitions[0].records)) == 3
+        c.sock.settimeout(10)
+        assert c.sock.recv(1) == b""  # then closed
+
+
+def test_a_waiting_fetch_leaves_the_transport_reading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A consumer asks again only once answered: its fetches (exclusive: one at a time per connection) stop the
+    parsing of further requests but not the transport, so no epoll_ctl pair per fetch. Fetches pipelined anyway
+    do pause it (the second arrives while the first is in progress), and all are answered in order."""
+    import asyncio.selector_events as se
+
+    from logbroker.embedded import EmbeddedBroker
+
+    pauses = {"n": 0}
+    real = se._SelectorTransport.pause_reading
+
+    def counting(self: Any) -> None:
+        pauses["n"] += 1
+        real(self)
+
+    monkeypatch.setattr(se._SelectorTransport, "pause_reading", counting)
+    with EmbeddedBroker(tmp_path / "data") as broker:
+        topic = "zc-lazy"
+        create_topic(broker.bootstrap, topic)
+        _produce(broker.bootstrap, topic, _values(4, "l"))
+        host, port = broker.bootstrap.rsplit(":", 1)
+        with Connection(host, int(port)) as c:
+            pauses["n"] = 0
+            for _ in range(20):
+                resp = c.do(fetch_request(topic, 0, 0, max_wait_ms=0, max_bytes=8 << 20))
+                assert len(decode_records(resp.responses[0].partitions[0].records)) == 4
+            assert pauses["n"] == 0
+            sent = [c.send(fetch_request(topic, 0, i, max_wait_ms=200, max_bytes=8 << 20)) for i in range(5)]
+            got = [c.receive(spec, version, cid) for cid, version, spec in sent]
+            # whole stored batches: the four records are one; offset 4 waits out its max_wait_ms, empty
+            assert [len(decode_records(r.responses[0].partitions[0].records)) for r in got] == [4, 4, 4, 4, 0]
+            assert pauses["n"] >= 1
+
+
 def test_no_descriptor_outlives_its_answer(tmp_path: Path) -> None:
     """Answers read whole, answers whose client hangs up mid-send, long polls that drop a round: the
     broker's descriptors come back to where they were."""

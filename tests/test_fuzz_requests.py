@@ -227,9 +227,13 @@ def kafka_hangs_on(frame: bytes) -> bool:
     a partition named twice, a marker or topic without partitions leave the count it waits for unreached
     (measured: no answer, the connection stays open), so every WriteTxnMarkers frame is excused. Nor many a
     DescribeShareGroupOffsets: one naming a partition its share group has no state for got no answer within
-    30 s (measured), so those frames are excused too. Frames that could be one of these are excused on Kafka
-    only (logbroker is checked on the same frames)."""
+    30 s (measured), so those frames are excused too. Nor an AddPartitionsToTxn v4+ (the broker-to-broker
+    form) without transactions: its answer waits for one result per transaction (measured: no answer in 60 s,
+    the connection stays open). Frames that could be one of these are excused on Kafka only (logbroker is
+    checked on the same frames)."""
     hdr = fuzz.header_of(frame)
+    if hdr is not None and hdr[0] == ApiKey.AddPartitionsToTxn and hdr[1] >= 4:
+        return _carries_no_transactions(frame)
     if hdr is not None and hdr[0] == ApiKey.DescribeShareGroupOffsets:
         return True
     if hdr is not None and hdr[0] == ApiKey.AlterConfigs:
@@ -253,6 +257,17 @@ def kafka_hangs_on(frame: bytes) -> bool:
     except Exception:
         return False
     return any(p.records is None for t in body.topic_data for p in t.partition_data)
+
+
+def _carries_no_transactions(frame: bytes) -> bool:
+    from logbroker.protocol.connection import parse_request
+
+    key = ApiKey.AddPartitionsToTxn
+    try:
+        req = parse_request(memoryview(frame)[4:], {key: ApiSpec(api(key), 0, 5)})
+    except Exception:
+        return True  # cannot tell: excuse it (logbroker is checked on the same frames)
+    return not req.body.transactions
 
 
 def _names_a_resource_twice(frame: bytes) -> bool:

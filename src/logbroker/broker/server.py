@@ -386,6 +386,8 @@ class ClientConnection(asyncio.BufferedProtocol):
     `connection_max_unsent_bytes` of answers the client has not read, or the broker-wide bound. Memory
     per connection stays bounded whatever the client sends or fails to read."""
 
+    LAZY_PAUSE = True  # see update_reading
+
     def __init__(self, broker: Broker, listener: ListenerRuntime | None = None) -> None:
         self.broker = broker
         self.serial = next(_SERIALS)
@@ -404,7 +406,9 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.host = ""
         self.last_activity = time.monotonic()
         self.partial_since: float | None = None
-        self._reading = True  # transport reads and frame parsing on
+        self._reading = True  # frame parsing on (requests taken)
+        self._paused = False  # the transport told to stop reading (see update_reading)
+        self._eof = False  # the client ended its stream with requests pending (eof_received)
         self._write_paused = False
         self._closed = False
         self._stopped = False
@@ -522,12 +526,20 @@ class ClientConnection(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         self.last_activity = time.monotonic()
         self.codec.buffer_updated(nbytes)
+        if not self._reading and not self._paused and self.transport is not None:
+            self._paused = True  # bytes while muted: now the transport stops (update_reading)
+            self.transport.pause_reading()
         self._parse()
 
     def eof_received(self) -> bool:
         if self.codec.buffered:
             log.info("connection from %s closed with %d bytes of an incomplete request", self.peer, self.codec.buffered)
-        # Let pending responses drain; the transport closes once we return False after writes.
+        if self.pending and not self._closed:
+            # Requests taken before the client's end of stream are answered first, then the connection closes
+            # (`_drain`), as Kafka does (it reads the end only once the muted channel's answer is out).
+            self._eof = True
+            return True
+        # The transport closes once we return False, after what it still has to write.
         return False
 
     # ------------------------------------------------------------------ back-pressure
@@ -555,20 +567,30 @@ class ClientConnection(asyncio.BufferedProtocol):
         return max(1, self.broker.settings.max_pipelined_requests // 2)
 
     def update_reading(self) -> None:
-        """Pause or resume taking requests after anything that bears on `_may_read` changed."""
+        """Pause or resume taking requests after anything that bears on `_may_read` changed.
+
+        A plain connection stops parsing at once but leaves the transport reading until bytes arrive while it
+        is muted (`buffer_updated` pauses it then, one read buffer later): a client that waits for its answer
+        before it asks again, as every consumer does with its fetches (Fetch is exclusive), would otherwise
+        cost an epoll_ctl pair and the selector's bookkeeping per request. TLS pauses at once: its ciphertext
+        would pile up in the session, which `buffer_updated` never sees while muted."""
         t = self.transport
         if t is None or self._closed:
             return
         if self._may_read():
             if not self._reading:
                 self._reading = True
-                t.resume_reading()
+                if self._paused:
+                    self._paused = False
+                    t.resume_reading()
                 self._parse()  # frames that arrived before the pause
         elif self._reading:
             self._reading = False
             self.broker.stats["mutes"] += 1
             self._stats.mutes += 1
-            t.pause_reading()
+            if not self.LAZY_PAUSE or self.codec.buffered:
+                self._paused = True
+                t.pause_reading()
 
     def _parse(self) -> None:
         completed = False
@@ -867,6 +889,10 @@ class ClientConnection(asyncio.BufferedProtocol):
                 wrote = True
         if wrote and not self._closed:
             self._track_unsent()
+        if self._eof and not self.pending and self._splice is None and t is not None and not self._closed:
+            self._flush()
+            t.close()  # the client ended its stream: all it asked is answered (eof_received)
+            return
         self.update_reading()
 
     def _write(self, frame: memoryview) -> None:
@@ -1055,6 +1081,8 @@ class TlsClientConnection(ClientConnection):
     limits from the TCP accept; its OpenSSL session (~60 KB once the handshake is under way) is made when the
     client's first bytes arrive, so connections accepted in a burst and not yet served cost only their
     Python objects, and it goes as soon as the connection closes."""
+
+    LAZY_PAUSE = False  # see update_reading
 
     def __init__(self, broker: Broker, listener: ListenerRuntime) -> None:
         super().__init__(broker, listener)
