@@ -492,8 +492,8 @@ def test_delta_merge_auto_engine_hands_spark_what_delta_rs_should_not_take(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """engine auto merges with delta-rs on a local master, and with Spark a batch over delta_rs.LOCAL_ROWS
-    (made 5 here) and a table with deletion vectors, which delta-rs does not write; engine delta-rs refuses
-    that table in one line rather than falling back."""
+    (made 5 here), struct keys and a table with deletion vectors, which delta-rs does not write; engine
+    delta-rs refuses that table in one line rather than falling back."""
     from delta.tables import DeltaTable
 
     from logbroker.spark import delta_rs
@@ -518,6 +518,12 @@ def test_delta_merge_auto_engine_hands_spark_what_delta_rs_should_not_take(
     merge(spark.range(30).selectExpr("id AS k", "4L AS v"), 1)
     assert engines(plain) == ["delta-rs", "Apache-Spark"]
     assert sorted(tuple(r) for r in spark.read.format("delta").load(plain).collect()) == [(k, 2) for k in range(20)]
+
+    nested = str(tmp_path / "nested")  # a struct key: pyarrow cannot group it for the duplicate check
+    merge = merge_batch(DeltaSink(type="delta", path=nested, mode="merge", keys=["k"]), query)
+    merge(spark.range(3).selectExpr("named_struct('a', id) AS k", "0L AS v"), 0)
+    merge(spark.range(2).selectExpr("named_struct('a', id) AS k", "1L AS v"), 1)
+    assert engines(nested) == ["Apache-Spark"]
 
     sink = DeltaSink(type="delta", path=vectors, mode="merge", keys=["k"], deletion_vectors=True)
     merge = merge_batch(sink, query)

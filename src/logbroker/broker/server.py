@@ -569,11 +569,11 @@ class ClientConnection(asyncio.BufferedProtocol):
     def update_reading(self) -> None:
         """Pause or resume taking requests after anything that bears on `_may_read` changed.
 
-        A plain connection stops parsing at once but leaves the transport reading until bytes arrive while it
-        is muted (`buffer_updated` pauses it then, one read buffer later): a client that waits for its answer
-        before it asks again, as every consumer does with its fetches (Fetch is exclusive), would otherwise
-        cost an epoll_ctl pair and the selector's bookkeeping per request. TLS pauses at once: its ciphertext
-        would pile up in the session, which `buffer_updated` never sees while muted."""
+        Muted for its own request flow (`_lazy_mute`), a plain connection stops parsing at once but leaves the
+        transport reading until bytes arrive (`buffer_updated` pauses it then, one read later): a client that
+        waits for its answer before it asks again, as every consumer does with its fetches (Fetch is
+        exclusive), would otherwise cost an epoll_ctl pair and the selector's bookkeeping per request. TLS
+        pauses at once: its ciphertext would pile up in the session, which `buffer_updated` never sees."""
         t = self.transport
         if t is None or self._closed:
             return
@@ -588,9 +588,20 @@ class ClientConnection(asyncio.BufferedProtocol):
             self._reading = False
             self.broker.stats["mutes"] += 1
             self._stats.mutes += 1
-            if not self.LAZY_PAUSE or self.codec.buffered:
+            if not self._lazy_mute():
                 self._paused = True
                 t.pause_reading()
+
+    def _lazy_mute(self) -> bool:
+        """Whether a mute may leave the transport reading (`update_reading`): only for the connection's own
+        request flow (an exclusive request, a splice, the pipelining bound) with nothing buffered; a mute for
+        memory (the broker-wide bound, unread answers, request bytes) or a stop pauses it at once."""
+        return (
+            self.LAZY_PAUSE
+            and not self.codec.buffered
+            and not (self.broker.muted or self._write_paused or self._stopped or self._auth_failed)
+            and self._request_bytes < self.broker.settings.socket_request_max_bytes
+        )
 
     def _parse(self) -> None:
         completed = False

@@ -201,7 +201,7 @@ def merge_batch(sink: DeltaSink, query: _QueryId | None) -> Callable[[DataFrame,
         rows = rows.persist()
         try:
             spark = batch.sparkSession
-            local = _local_table(spark, sink)
+            local = _local_table(spark, sink, rows)
             if local is not None and (sink.engine == "delta-rs" or rows.count() <= delta_rs.LOCAL_ROWS):
                 table = rows.toArrow()
                 if not order:
@@ -313,14 +313,19 @@ def _write_merge(spark: SparkSession, sink: DeltaSink, rows: DataFrame, batch_id
         DeltaTable.forPath(spark, sink.path).optimize().executeCompaction()
 
 
-def _local_table(spark: SparkSession, sink: DeltaSink) -> Any:
+def _local_table(spark: SparkSession, sink: DeltaSink, rows: DataFrame) -> Any:
     """The existing table as delta-rs opens it when batches may merge there (`logbroker.spark.delta_rs`), else
-    None (Spark merges, or creates the table). ``engine: auto`` picks delta-rs for a local master and path and a
-    protocol it writes (and batches of at most delta_rs.LOCAL_ROWS rows); ``delta-rs`` insists on it."""
+    None (Spark merges, or creates the table). ``engine: auto`` picks delta-rs for a local master and path, keys
+    of atomic types (pyarrow groups them for the duplicate check) and a protocol it writes (and batches of at
+    most delta_rs.LOCAL_ROWS rows); ``delta-rs`` insists on it."""
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
     if sink.engine == "spark":
         return None
     path = delta_rs.local_path(sink.path)
-    if sink.engine == "auto" and (path is None or not delta_rs.available()
+    types = {f.name: f.dataType for f in rows.schema.fields}
+    nested = any(isinstance(types.get(k), ArrayType | MapType | StructType) for k in sink.keys)
+    if sink.engine == "auto" and (path is None or nested or not delta_rs.available()
                                   or not spark.sparkContext.master.startswith("local")):  # fmt: skip
         return None
     if path is None or not delta_rs.available():
