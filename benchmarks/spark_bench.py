@@ -20,8 +20,8 @@ N records of SIZE random bytes (incompressible; 10-byte keys) with confluent-kaf
 ``--masters local,cluster`` runs everything in local[2] and again on a Spark standalone cluster of two
 one-core workers on loopback (logbroker_devtools.testing.spark_cluster; archives at file:// URLs), one session each.
 
-``--merge`` also times the rollup's sink: B batches of R rows merged into a table of K keys, by Delta's MERGE
-(logbroker's `merge` sink, transaction ids on) and by the Parquet upsert sink it retired
+``--merge`` also times the rollup's sink: B batches of R rows merged into a table of K keys, by logbroker's Delta
+`merge` sink (transaction ids on; engine auto, which is delta-rs in local[2]) and by the Parquet upsert sink it retired
 (benchmarks/old_upsert.py), in local[2]; rows/s = B * R / seconds. Two key patterns: "recent" (a rollup's:
 half of each batch updates the newest tenth of the keys, half adds new keys, so the table grows) and
 "random" (updates anywhere in the table: the full rewrite's best case).
