@@ -207,9 +207,8 @@ def merge_batch(sink: DeltaSink, query: _QueryId | None) -> Callable[[DataFrame,
                 if not order:
                     _refuse_duplicates(sink, batch_id, delta_rs.duplicate(table, sink.keys))
                 if table.num_rows:  # an empty batch makes no commit
-                    compact = bool(sink.compact_every and batch_id > 0 and batch_id % sink.compact_every == 0)
                     app = query.get() if query is not None else None
-                    delta_rs.merge(local, table, sink.keys, order, sink.prune, app, batch_id, compact)
+                    delta_rs.merge(local, table, sink.keys, order, sink.prune, app, batch_id, _compacts(sink, batch_id))
                 return
             ranged = _ranged_keys(sink, rows)
             stats = _batch_stats(sink, rows, ranged, check_keys=not order)
@@ -220,6 +219,11 @@ def merge_batch(sink: DeltaSink, query: _QueryId | None) -> Callable[[DataFrame,
             rows.unpersist()
 
     return merge
+
+
+def _compacts(sink: DeltaSink, batch_id: int) -> bool:
+    """Whether this batch's merge is followed by a compaction (every `compact_every`-th batch)."""
+    return bool(sink.compact_every and batch_id > 0 and batch_id % sink.compact_every == 0)
 
 
 def _refuse_duplicates(sink: DeltaSink, batch_id: int, key: dict[str, Any] | None) -> None:
@@ -308,7 +312,7 @@ def _write_merge(spark: SparkSession, sink: DeltaSink, rows: DataFrame, batch_id
         if app is not None:
             spark.conf.unset("spark.databricks.delta.write.txnAppId")
             spark.conf.unset("spark.databricks.delta.write.txnVersion")
-    if sink.compact_every and batch_id > 0 and batch_id % sink.compact_every == 0:
+    if _compacts(sink, batch_id):
         # Not tagged: compaction changes no data, so a replayed batch compacting again loses nothing.
         DeltaTable.forPath(spark, sink.path).optimize().executeCompaction()
 
