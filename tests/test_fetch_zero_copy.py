@@ -217,21 +217,22 @@ def _open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def test_a_fetch_sent_before_the_clients_end_of_stream_is_answered_then_closed(target: str) -> None:
-    """A client that sends a (long-polling) fetch and then ends its stream (shutdown SHUT_WR) gets its answer, and
-    then the broker closes: Kafka reads the end only once the muted channel's answer is out, and logbroker, whose
-    transport keeps reading while a fetch waits, holds the close until what it was asked is answered."""
+def test_fetches_sent_before_the_clients_end_of_stream_are_answered_then_closed(target: str) -> None:
+    """A client that sends two fetches (the first long-polling) and then ends its stream (shutdown SHUT_WR) gets
+    both answers, and then the broker closes: Kafka reads the end only once the muted channel's answers are out,
+    and logbroker, whose transport keeps reading while a fetch waits, holds the close until what it was asked,
+    the request still buffered behind the first included, is answered."""
     topic = f"zc-eof-{uuid.uuid4().hex[:6]}"
     create_topic(target, topic)
     _produce(target, topic, _values(3, "e"))
     host, port = target.rsplit(":", 1)
     with Connection(host, int(port)) as c:
-        cid, version, spec = c.send(
-            fetch_request(topic, 0, 0, max_wait_ms=400, max_bytes=8 << 20, min_bytes=50_000_000)
-        )
+        waiting = fetch_request(topic, 0, 0, max_wait_ms=400, max_bytes=8 << 20, min_bytes=50_000_000)
+        sent = [c.send(waiting), c.send(fetch_request(topic, 0, 0, max_wait_ms=0, max_bytes=8 << 20))]
         c.sock.shutdown(socket.SHUT_WR)
-        resp = c.receive(spec, version, cid)
-        assert len(decode_records(resp.responses[0].partitions[0].records)) == 3
+        for cid, version, spec in sent:
+            resp = c.receive(spec, version, cid)
+            assert len(decode_records(resp.responses[0].partitions[0].records)) == 3
         c.sock.settimeout(10)
         assert c.sock.recv(1) == b""  # then closed
 

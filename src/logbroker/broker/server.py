@@ -900,11 +900,12 @@ class ClientConnection(asyncio.BufferedProtocol):
                 wrote = True
         if wrote and not self._closed:
             self._track_unsent()
-        if self._eof and not self.pending and self._splice is None and t is not None and not self._closed:
-            self._flush()
-            t.close()  # the client ended its stream: all it asked is answered (eof_received)
-            return
         self.update_reading()
+        if self._eof and not self.pending and self._splice is None and t is not None and not self._closed:
+            # The client ended its stream (eof_received) and every request it sent before is answered (the
+            # frames still buffered were taken just above): close once the answers are out.
+            self._flush()
+            t.close()
 
     def _write(self, frame: memoryview) -> None:
         t = self.transport
