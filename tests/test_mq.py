@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import os
 import threading
 import time
+import weakref
 from collections.abc import Callable
 
 import pytest
@@ -26,6 +29,7 @@ from logbroker.mq import (
     TopicNotEmpty,
     TopicNotFound,
 )
+from logbroker.mq import client as mq_client
 from mq_backends import *  # noqa: F403 - the backend fixtures
 from mq_backends import unique
 
@@ -203,17 +207,75 @@ def test_async_send_and_iteration(make_client: MakeClient) -> None:
     assert asyncio.run(asyncio.wait_for(main(), 30)) == [b"a%d" % i for i in range(5)]
 
 
+@pytest.fixture(params=["compiled", "python"])
+def handle_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Producers made under it hand out the compiled handle (mq/_delivery.c) or the Python one."""
+    if request.param == "python":
+        monkeypatch.setattr(mq_client, "CompiledDelivery", None)
+    elif mq_client.CompiledDelivery is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("mq/_delivery.c was not built by pip install (CI has gcc and the Python headers)")
+        pytest.skip("the compiled handle is not built here")
+    return str(request.param)
+
+
+def test_send_async_handles(make_client: MakeClient, handle_kind: str, request: pytest.FixtureRequest) -> None:
+    """Per-message handles: MessageIDs in send order, callbacks before and after the answer (each once, with
+    the handle), the delivery error as the mq error, and the producer collected once its handles are dropped.
+    The compiled handle is invisible to the garbage collector, the Python one is not."""
+    c = make_client()
+    topic = unique()
+    p = c.create_producer(topic)
+    handles = [p.send_async(b"h%d" % i, {"i": str(i)} if i % 2 else None) for i in range(300)]
+    assert gc.is_tracked(handles[0]) is (handle_kind == "python")
+    early: list[object] = []
+    handles[-1].add_done_callback(early.append)  # usually still pending here: runs on the poll thread
+    ids = [h.result(30) for h in handles[:-1]] + [handles[-1].result(timeout=30)]
+    assert [i.offset for i in ids] == list(range(300)) and {(i.topic, i.partition) for i in ids} == {(topic, 0)}
+    deadline = time.monotonic() + 10
+    while not early and time.monotonic() < deadline:
+        time.sleep(0.01)
+    late: list[object] = []
+    handles[0].add_done_callback(late.append)  # answered already: runs at once, here
+    assert early == [handles[-1]] and late == [handles[0]] and all(h.done() for h in handles)
+    assert repr(handles[5]).endswith("offset=5>") or handle_kind == "python"
+    if request.node.callspec.params["mq_backend"] != "tansu":  # Tansu enforces no message.max.bytes
+        big = p.send_async(b"x" * (2 * 1024 * 1024))
+        failed: list[object] = []
+        big.add_done_callback(failed.append)
+        with pytest.raises(MessageTooLarge, match="too large"):
+            big.result(30)
+        deadline = time.monotonic() + 10
+        while not failed and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert failed == [big] and big.done()
+    with pytest.raises(TypeError):
+        handles[0].result(1, 2)  # type: ignore[call-arg]
+    alive = weakref.ref(p)
+    p.close()
+    assert handles[7].result().offset == 7  # still answers after close
+    del p, handles, ids, early, late
+    if request.node.callspec.params["mq_backend"] != "tansu":
+        del big, failed
+    gc.collect()
+    assert alive() is None, "a closed producer outlived its handles (or stayed in the client's list)"
+
+
 def test_close_while_receiving(make_client: MakeClient) -> None:
     """close() from another thread ends a blocking receive/iteration instead of racing librdkafka."""
     c = make_client()
     cons = c.subscribe(unique(), unique("sub"), InitialPosition.LATEST)
     seen: list[object] = []
-    t = threading.Thread(target=lambda: seen.extend(cons))  # blocks: nothing arrives
+    t = threading.Thread(target=seen.extend, args=(cons,))  # blocks: nothing arrives
     t.start()
     time.sleep(0.3)
     cons.close()
     t.join(5)
     assert not t.is_alive() and seen == []
+    alive = weakref.ref(cons)
+    del cons, t
+    gc.collect()
+    assert alive() is None, "a closed consumer stayed in the client's list"
 
 
 def test_msgstream(make_client: MakeClient) -> None:

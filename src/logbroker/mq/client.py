@@ -8,13 +8,14 @@ on every broker), while the group still holds committed offsets for ack().
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from enum import IntEnum
-from typing import Any, Self, overload
+from typing import TYPE_CHECKING, Any, Self, overload
 
 from confluent_kafka import OFFSET_BEGINNING as CK_BEGINNING
 from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, TopicPartition
@@ -243,6 +244,15 @@ class Client:
             self._lease.release()  # stops the broker unless another user of its data dir still holds it
             self._lease = None
 
+    def _forget(self, child: Producer | Consumer) -> None:
+        """A closed producer or consumer leaves the client's list: an application that opens and closes many
+        keeps none of them alive."""
+        with self._lock:
+            try:
+                self._children.remove(child)
+            except ValueError:
+                pass  # the client's own close() took the list
+
     def __enter__(self) -> Self:
         return self
 
@@ -250,51 +260,54 @@ class Client:
         self.close()
 
 
-class Delivery:
-    """The pending acknowledgement of one sent message.
+class PyDelivery:
+    """The pending acknowledgement of one sent message, in Python: the handle where `_delivery.c` is not built.
 
     A slotted object that is its own delivery callback, made without an ``__init__`` (each producer has its own
     subclass that names it) and holding only what the answer says: concurrent.futures.Future costs ~15 us per
-    message (a Condition each), and every object a handle keeps is one more for the garbage collector to walk
-    while an application holds many handles (keeping librdkafka's Message cost more than reading two ints).
-    Done once ``_error`` is set (None: acknowledged).
+    message (a Condition each). Done once ``_error`` is set (None: acknowledged). The compiled handle has the
+    same interface and one property this one cannot have: the garbage collector does not track it (every
+    Python class's instances are tracked, and full collections walk every handle an application keeps).
     """
 
     __slots__ = ("_error", "_offset", "_partition")
     _producer: Producer  # a class attribute of each producer's subclass
 
     def __call__(self, err: KafkaError | None, msg: Any) -> None:  # librdkafka's on_delivery
+        if hasattr(self, "_error"):
+            return
         if err is None:
             self._partition = msg.partition()
             self._offset = msg.offset()
         self._error = err
-        waiting = self._producer._waiting
-        if waiting:
-            for cb in waiting.pop(self, ()):
-                cb(self)
+        if self._producer._waiting:
+            self._producer._settle(self)
 
     def done(self) -> bool:
         return hasattr(self, "_error")
 
     def add_done_callback(self, fn: Callable[[Delivery], None]) -> None:
-        """Call fn(delivery) once acknowledged, on the producer's poll thread (started on first use)."""
-        if self.done():
-            fn(self)
-            return
-        producer = self._producer
-        producer._waiting.setdefault(self, []).append(fn)
-        if self.done() and (late := producer._waiting.pop(self, None)):  # answered meanwhile
-            for cb in late:
-                cb(self)
-        producer._start_poller()
+        """Call fn(delivery) once answered, on the producer's poll thread (started on first use)."""
+        self._producer._add_done_callback(self, fn)
 
     def result(self, timeout: float | None = None) -> MessageID:
         """The MessageID once the broker acknowledged; raises the delivery error (MessageTooLarge, ...)."""
-        if not self.done():
-            self._producer._wait(self, timeout)
-        if self._error is not None:
-            raise _kafka_error(self._error)
-        return MessageID(self._producer.topic, self._partition, self._offset)
+        return self._producer._result(self, timeout)
+
+
+def _compiled_delivery() -> type | None:
+    try:
+        from logbroker.mq._delivery import Delivery as compiled
+    except ImportError:  # no C compiler where it was installed: the Python handle, same behaviour
+        return None
+    return compiled  # type: ignore[no-any-return]
+
+
+CompiledDelivery = _compiled_delivery()
+if TYPE_CHECKING:
+    Delivery = PyDelivery
+else:  # what send_async returns: the compiled handle (`mq/_delivery.c`) where it was built
+    Delivery = CompiledDelivery or PyDelivery
 
 
 class MessageIDs(Sequence[MessageID]):
@@ -378,7 +391,10 @@ class Producer:
         self._client = client
         self._partitions = partitions
         self._p = _kafka.producer(client.settings, refused=_refused("producer"), **conf)
-        self._delivery = type("Delivery", (Delivery,), {"__slots__": (), "_producer": self})
+        self._new_delivery: Callable[[], Delivery] = (
+            functools.partial(CompiledDelivery, self) if CompiledDelivery is not None
+            else type("Delivery", (PyDelivery,), {"__slots__": (), "_producer": self})
+        )  # fmt: skip
         self._waiting: dict[Delivery, list[Callable[[Delivery], None]]] = {}  # add_done_callback's, by handle
         self._closed = False
         self._sent = 0
@@ -406,6 +422,28 @@ class Producer:
                 raise TimeoutError(f"no acknowledgement from {self.topic!r} within {timeout}s")
             self._p.poll(0.02)
 
+    def _settle(self, d: Delivery) -> None:
+        """The handle was answered while add_done_callback()s wait on some handle: run its own."""
+        for cb in self._waiting.pop(d, ()):
+            cb(d)
+
+    def _add_done_callback(self, d: Delivery, fn: Callable[[Delivery], None]) -> None:
+        if d.done():
+            fn(d)
+            return
+        self._waiting.setdefault(d, []).append(fn)
+        if d.done() and (late := self._waiting.pop(d, None)):  # answered meanwhile
+            for cb in late:
+                cb(d)
+        self._start_poller()
+
+    def _result(self, d: Delivery, timeout: float | None) -> MessageID:
+        if not d.done():
+            self._wait(d, timeout)
+        if d._error is not None:
+            raise _kafka_error(d._error)
+        return MessageID(self.topic, d._partition, d._offset)
+
     def send_async(
         self,
         payload: bytes,
@@ -417,7 +455,7 @@ class Producer:
         """Queue one message; the Delivery resolves to its MessageID once the broker acknowledged it."""
         if self._closed:
             raise MQClosedError(f"producer for {self.topic!r} is closed")
-        d = self._delivery()
+        d = self._new_delivery()
         part = -1 if partition is None else partition  # -1: the partitioner's choice
         try:
             if properties:
@@ -502,6 +540,10 @@ class Producer:
         if self._poller is not None:
             self._poller.join()
         self._p = None  # type: ignore[assignment]
+        # Callbacks of messages never answered will not run; dropping them also ends the only path from this
+        # producer to a handle (the compiled handle is invisible to the collector, so no cycle may run through it).
+        self._waiting.clear()
+        self._client._forget(self)
         if left:
             raise MQError(f"producer for {self.topic!r} closed with {left} undelivered messages")
 
@@ -733,6 +775,7 @@ class Consumer:
             self._buf.clear()
             self._c.close()
             self._c = None  # type: ignore[assignment]
+        self._client._forget(self)
 
     def __enter__(self) -> Self:
         return self
