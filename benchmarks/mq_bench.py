@@ -7,9 +7,9 @@ and the median round of each is compared (the best round of raw sends swung from
 two runs on this machine; the medians hold still). `--separate` runs the broker in a process of its own, so
 the clients' own Python cost is what differs; by default it is embedded, sharing the GIL with them.
 Workloads, each against raw produce() with a delivery callback and a final flush: batched async
-sends (`Producer.send_batch`), per-message `send_async` handles (reported, not the 10% target: a
-Python object per message costs ~0.5 us); and iteration (`for msg in consumer` vs raw consume()
-batches), touching each payload.
+sends (`Producer.send_batch`), per-message `send_async` handles, every one kept (the compiled handle,
+mq/_delivery.c, which the garbage collector does not track; design.md "mq's held handles"); and iteration
+(`for msg in consumer` vs raw consume() batches), touching each payload.
 """
 
 from __future__ import annotations
