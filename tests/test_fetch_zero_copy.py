@@ -264,10 +264,11 @@ def test_a_waiting_fetch_leaves_the_transport_reading(tmp_path: Path, monkeypatc
                 resp = c.do(fetch_request(topic, 0, 0, max_wait_ms=0, max_bytes=8 << 20))
                 assert len(decode_records(resp.responses[0].partitions[0].records)) == 4
             assert pauses["n"] == 0
-            sent = [c.send(fetch_request(topic, 0, i, max_wait_ms=200, max_bytes=8 << 20)) for i in range(5)]
+            # The first waits out its max_wait_ms at offset 4 (empty); the others, sent while it waits, pause the
+            # transport; whole stored batches: the four records are one, so each of those reads all four.
+            sent = [c.send(fetch_request(topic, 0, i, max_wait_ms=200, max_bytes=8 << 20)) for i in (4, 0, 1, 2, 3)]
             got = [c.receive(spec, version, cid) for cid, version, spec in sent]
-            # whole stored batches: the four records are one; offset 4 waits out its max_wait_ms, empty
-            assert [len(decode_records(r.responses[0].partitions[0].records)) for r in got] == [4, 4, 4, 4, 0]
+            assert [len(decode_records(r.responses[0].partitions[0].records)) for r in got] == [0, 4, 4, 4, 4]
             assert pauses["n"] >= 1
 
 

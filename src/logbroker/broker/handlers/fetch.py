@@ -31,7 +31,7 @@ import itertools
 import logging
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from typing import Any
 
 from logbroker.protocol import ApiKey, Request, api
@@ -55,7 +55,9 @@ LAST_LEGACY_VERSION = 3  # Fetch v0-v1 read message format 0, v2-v3 format 1
 
 
 @handles(ApiKey.Fetch, 0, 18, kafka4_min=4, kafka4_advertises=True, exclusive=True)
-async def handle(ctx: BrokerContext, req: Request) -> R:
+def handle(ctx: BrokerContext, req: Request) -> R | Coroutine[Any, Any, R]:
+    """The answer at once when the first read satisfies it (a consumer catching up: no task, answered in the
+    loop turn its request arrived in), else the long poll, a coroutine the connection runs as a task."""
     body = req.body
     deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000
     if req.version >= TOPIC_IDS_FROM:
@@ -69,35 +71,58 @@ async def handle(ctx: BrokerContext, req: Request) -> R:
         ctx.metrics.errors(ApiKey.Fetch, [session.error])
         return R(throttle_time_ms=0, error_code=session.error, session_id=0, responses=[])
     denied = None if ctx.access.authorizer is None else _denied(ctx, req, session.topics)
+    answer, watched = _round(ctx, req, session, denied, deadline)
+    if answer is not None:
+        return answer
+    return _long_poll(ctx, req, session, denied, deadline, watched)
+
+
+async def _long_poll(
+    ctx: BrokerContext, req: Request, session: Any, denied: frozenset[str] | bool | None, deadline: float,
+    watched: list[tuple[str, int]],
+) -> R:  # fmt: skip
+    """Wait for data on the watched partitions (or the deadline), then read again, until an answer is due."""
     while True:
-        lent: list[bytearray] = []
-        ranges: list[FileRange] = []
-        sent: list[tuple[str, int]] = []  # (topic, bytes) and error codes of this round, for the metrics
-        errors: list[int] = []
-        reading = session.reading(ctx.topics.log, denied)
-        resp, total, keys = _collect(ctx, body, req.version, lent, denied, sent, errors, reading, ranges)
-        watched = keys + session.quiet if session.quiet else keys  # the long poll watches a whole session
         remaining = deadline - time.monotonic()
-        if total >= max(body.min_bytes, 1) or remaining <= 0 or not watched or ctx.polls.stopping:
-            resp.error_code, resp.session_id, resp.responses = session.answer(resp.responses)
-            req.response_size_hint = total + 64 * len(keys)  # one response buffer, never regrown
-            req.lent.extend((ctx.read_buffers, buf) for buf in lent)  # back to the pool once encoded
-            req.spliced = bool(ranges)  # sent from the files, then closed, by the connection
-            ctx.metrics.fetched(sent)
-            if errors:
-                ctx.metrics.errors(ApiKey.Fetch, errors)
-            return resp
-        del resp
-        for buf in lent:  # this round's answer is dropped: its read buffers are free again
-            ctx.read_buffers.give(buf)
-        for rng in ranges:
-            rng.close()
         waited = time.monotonic()
         if session.session is not None:  # every partition of the session: `watched` is all of them
             await ctx.polls.wait_for_session_data(session.session, watched, remaining)
         else:
             await ctx.polls.wait_for_data(watched, remaining)
         ctx.metrics.waited(time.monotonic() - waited)  # the long poll: Kafka's RemoteTimeMs
+        answer, watched = _round(ctx, req, session, denied, deadline)
+        if answer is not None:
+            return answer
+
+
+def _round(
+    ctx: BrokerContext, req: Request, session: Any, denied: frozenset[str] | bool | None, deadline: float
+) -> tuple[R | None, list[tuple[str, int]]]:
+    """One read of every partition: the answer when it is due (min_bytes reached, the deadline passed,
+    nothing to watch, the broker stopping), else None and the partitions the long poll watches."""
+    body = req.body
+    lent: list[bytearray] = []
+    ranges: list[FileRange] = []
+    sent: list[tuple[str, int]] = []  # (topic, bytes) and error codes of this round, for the metrics
+    errors: list[int] = []
+    reading = session.reading(ctx.topics.log, denied)
+    resp, total, keys = _collect(ctx, body, req.version, lent, denied, sent, errors, reading, ranges)
+    watched = keys + session.quiet if session.quiet else keys  # the long poll watches a whole session
+    if total >= max(body.min_bytes, 1) or deadline <= time.monotonic() or not watched or ctx.polls.stopping:
+        resp.error_code, resp.session_id, resp.responses = session.answer(resp.responses)
+        req.response_size_hint = total + 64 * len(keys)  # one response buffer, never regrown
+        req.lent.extend((ctx.read_buffers, buf) for buf in lent)  # back to the pool once encoded
+        req.spliced = bool(ranges)  # sent from the files, then closed, by the connection
+        ctx.metrics.fetched(sent)
+        if errors:
+            ctx.metrics.errors(ApiKey.Fetch, errors)
+        return resp, watched
+    del resp
+    for buf in lent:  # this round's answer is dropped: its read buffers are free again
+        ctx.read_buffers.give(buf)
+    for rng in ranges:
+        rng.close()
+    return None, watched
 
 
 def replica_id(req: Request) -> int:
