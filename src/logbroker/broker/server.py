@@ -424,6 +424,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._splice: asyncio.Task[None] | None = None  # an answer going out from its files (sendfile)
         self._outbox: list[memoryview] = []  # small answers due, sent together (`_drain`)
         self._flush_soon: asyncio.Handle | None = None
+        # Made by the loop's protocol factory: kept, since every get_running_loop() is a getpid(2) on 3.11.
+        self._loop = asyncio.get_running_loop()
 
     # ------------------------------------------------------------------ asyncio callbacks
 
@@ -700,7 +702,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             log.debug("%s authenticated as %s with %s", self.peer, self.principal, sasl.mechanism_name)
         if sasl.raw and sasl.in_exchange:
             self.codec.expect_raw(1)
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[Any] = self._loop.create_future()
         self.pending.append(fut)
         if out.failure is not None:
             self._auth_failed = True
@@ -711,7 +713,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             # Kafka delays a failed authentication's answer and close (connection.failed.authentication.
             # delay.ms): a client guessing passwords gets one try per connection and per delay.
             result: Any = _Last(frame) if frame is not None else _CLOSE
-            asyncio.get_running_loop().call_later(delay, self._settle, fut, result)
+            self._loop.call_later(delay, self._settle, fut, result)
         elif out.close:
             fut.set_result(_CLOSE)
         else:
@@ -735,7 +737,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         req.principal = self.principal
         req.listener = self.listener.spec.name
         handler = self.broker._handlers.get(req.api_key)
-        fut: asyncio.Future[memoryview | None] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[memoryview | None] = self._loop.create_future()
         self.pending.append(fut)
         # Received no later than the last bytes read: a request parsed once reading resumed has waited behind
         # the connection's earlier ones (an exclusive Fetch, the pipelining or memory bounds) since then.
@@ -757,7 +759,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             self._drain()
             return
         if isinstance(result, Awaitable):
-            task = asyncio.ensure_future(result)
+            task = asyncio.ensure_future(result, loop=self._loop)
             task.add_done_callback(lambda t, f=fut, r=req, x=exclusive, b=busy: self._complete(f, r, t, x, b))
         else:
             self._end(req.size, exclusive, busy)
@@ -878,7 +880,7 @@ class ClientConnection(asyncio.BufferedProtocol):
                     else:
                         # Reading stays paused (as Kafka mutes a channel until its answer is out) and later
                         # answers wait: the splice task drains again when done.
-                        self._splice = asyncio.ensure_future(self._send_spliced(frame, *at))
+                        self._splice = self._loop.create_task(self._send_spliced(frame, *at))
                         if timing is not None and timing[3]:
                             timing[0].record(timing, now or time.monotonic())
                         break
@@ -894,7 +896,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             if self.pending and not self._closed:
                 # More answers are on their way (pipelined requests finish together, as one fsync round
                 # answers them all): they go out in one send a loop turn later, not a syscall each.
-                self._flush_soon = asyncio.get_running_loop().call_soon(self._flush_later)
+                self._flush_soon = self._loop.call_soon(self._flush_later)
             else:
                 self._flush()
                 wrote = True
