@@ -20,8 +20,12 @@ from support import TEST_TARGET, TEST_TARGETS, shared_kafka, stop_shared_kafka
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # The JVMs tests start live seconds to minutes: C1 alone compiles what they run for a fraction of the CPU C2 takes
 # (measured: a Spark test module 68 -> 40 CPU-s, a Kafka start 5.5 -> 3.5), and two cores are all CI has.
-os.environ.setdefault(SPARK_JAVA_OPTIONS_ENV, "-XX:TieredStopAtLevel=1")
-os.environ.setdefault(PEER_JVM_OPTS_ENV, "-XX:TieredStopAtLevel=1")
+# C1 alone also shrinks the JVM's ergonomic code cache to 48 MB (unsegmented), which a worker's long-lived Spark
+# session filled (run 43: "Out of space in CodeCache for method handle intrinsic", the stream thread died and the
+# pipeline timed out): the usual 240 MB is reserved instead, committed only as it is used.
+_JIT = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+os.environ.setdefault(SPARK_JAVA_OPTIONS_ENV, _JIT)
+os.environ.setdefault(PEER_JVM_OPTS_ENV, _JIT)
 # Each pytest-xdist worker ("gw0", "gw1", ...) hands out loopback ports from a block of its own, below the kernel's
 # ephemeral range (32768+): workers never pick each other's ports, nor a client connection's source port.
 # A worker sets its block even when one is inherited: xdist starts workers with the controller's environment,

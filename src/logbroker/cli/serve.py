@@ -98,6 +98,12 @@ def serve(config_file: Path | None, **flags: object) -> None:
     from logbroker.broker import Broker
 
     async def run() -> None:
+        # Before the listeners open: a stop asked for as soon as the port answers (a supervisor, a test) is
+        # a graceful one, not SIGTERM's default death (run 43 caught that window).
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
         broker = Broker(settings)
         try:
             await broker.start()
@@ -119,10 +125,6 @@ def serve(config_file: Path | None, **flags: object) -> None:
                 click.echo(f"logbroker: cannot start the console: {exc}", err=True)
                 await broker.stop()
                 sys.exit(1)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         logging.getLogger("logbroker").info("shutting down")
         if console is not None:
