@@ -68,7 +68,8 @@ _DEFAULT_CONF: dict[str, str] = {
 
 # JVM flags added to the driver's (and executors') options: `-XX:TieredStopAtLevel=1` makes short local jobs (tests,
 # a laptop's pipelines) cost about 40% less CPU, since their JVM spends much of its life compiling with C2;
-# long-running pipelines leave it unset. Any `conf=` given to session() still wins.
+# long-running pipelines leave it unset. With it, the JVM reserves only 48 MB of code cache, which a session running
+# many queries fills: the tests add `-XX:ReservedCodeCacheSize=240m`. Any `conf=` given to session() still wins.
 SPARK_JAVA_OPTIONS_ENV = "LOGBROKER_SPARK_JAVA_OPTIONS"
 
 
