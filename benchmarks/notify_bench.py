@@ -32,7 +32,9 @@ def main() -> None:
     try:
         raw_s, raw_d = raw(bootstrap, args.n, by_hand=True)
         ceiling = raw(bootstrap, args.n)
+        linger0 = raw(bootstrap, args.n, by_hand=True, linger_ms=0, read=False)  # oslo's default linger
         rows = [("raw, by hand", args.n, raw_s, raw_d), ("raw, no JSON", args.n, *ceiling),
+                ("raw, by hand, linger 0", args.n, *linger0),
                 ("notify, oslo defaults", args.confirmed_n, *notify(bootstrap, args.confirmed_n, False, True)),
                 ("  same, unconfirmed", args.n, *notify(bootstrap, args.n, False, False)),
                 ("notify, batching", args.n, *notify(bootstrap, args.n, True, False))]  # fmt: skip

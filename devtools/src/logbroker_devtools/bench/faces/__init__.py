@@ -18,7 +18,7 @@ FACES_ROWS = {
     "mq_iter": "mq iteration",
     "notify_sent": "notify sent (5 ms linger)",
     "notify_dispatched": "notify dispatched (batches of 100)",
-    "notify_sent_linger0": "notify sent (oslo's linger 0, unconfirmed)",
+    "notify_sent_linger0": "notify sent (oslo's linger 0, unconfirmed; raw at linger 0)",
     "notify_dispatched_one": "notify dispatched one at a time",
     "streams_published": "streams published (batches of 100)",
     "streams_delivered": "streams delivered (batches of 100)",
